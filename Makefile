@@ -1,0 +1,61 @@
+# The Tested Transformer: set-up, gates and book build.
+# `make test` is what CI runs (.ci/run); `make book` builds the HTML book.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SANITIZE := notebooks/nbval_sanitize.cfg
+# Stored outputs come from a CPU run: compare them strictly on CPU, only run the cells on CUDA.
+NBVAL_MODE = $(shell $(BIN)/python -c "import torch; print('--nbval-lax' if torch.cuda.is_available() else '--nbval')")
+
+.PHONY: setup book test export-check executed-check pytest-lib pytest-nb book-build clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+setup: $(STAMP)
+
+book: setup book-build
+	@echo "Book: file://$(CURDIR)/_build/html/index.html"
+
+test: setup
+	$(MAKE) --no-print-directory export-check
+	$(MAKE) --no-print-directory executed-check
+	$(MAKE) --no-print-directory pytest-lib
+	$(MAKE) --no-print-directory pytest-nb
+	$(MAKE) --no-print-directory book-build
+	@echo "make test: all gates passed"
+
+# 1. The library must be exactly what the notebooks export (stale or untracked modules fail).
+export-check:
+	$(BIN)/nbdev-export
+	@if [ -n "$$(git status --porcelain -- transformer_lib)" ]; then \
+		echo "transformer_lib differs from what the notebooks export:"; \
+		git status --porcelain -- transformer_lib; git --no-pager diff --stat -- transformer_lib; exit 1; fi
+	@echo "export gate: transformer_lib matches the notebooks"
+
+# 2. Every code cell ran, top to bottom, in a fresh kernel (nbval passes unexecuted notebooks).
+executed-check:
+	$(BIN)/python tools/check_executed.py notebooks
+
+# 3a. Library tests.
+pytest-lib:
+	$(BIN)/python -m pytest tests -n auto -q
+
+# 3b. Notebooks re-executed and compared with their stored outputs.
+pytest-nb:
+	$(BIN)/python -m pytest notebooks $(NBVAL_MODE) --nbval-current-env \
+		--nbval-sanitize-with $(SANITIZE) -n auto --dist loadfile -q -p no:cacheprovider
+
+# 4. The HTML book, warnings are errors.
+book-build:
+	$(BIN)/jupyter-book build . -W --keep-going
+
+clean:
+	rm -rf _build

@@ -1,0 +1,126 @@
+"""transformer_lib.model: configuration, invariances, counts, greedy decoding, bad input."""
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_lib.model import Transformer, TransformerConfig, greedy_decode
+
+
+def small(**overrides):
+    base = dict(src_vocab_size=20, tgt_vocab_size=24, d_model=16, nhead=2, num_encoder_layers=2,
+                num_decoder_layers=2, dim_feedforward=32, dropout=0.0, max_len=32)
+    base.update(overrides)
+    return Transformer(TransformerConfig(**base)).eval()
+
+
+def batch():
+    src = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 10, 11, 2]])
+    tgt = torch.tensor([[1, 7, 6, 5], [1, 11, 10, 0]])
+    return src, tgt
+
+
+@settings(max_examples=15, deadline=None)
+@given(norm_first=st.booleans(), tie=st.booleans(), cut=st.integers(1, 3), seed=st.integers(0, 99))
+def test_causal_and_padding_invariance(norm_first, tie, cut, seed):
+    torch.manual_seed(seed)
+    model = small(norm_first=norm_first, tie_embeddings=tie)
+    src, tgt = batch()
+    changed = tgt.clone()
+    changed[:, cut:] = torch.randint(3, 24, changed[:, cut:].shape)
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+        c = model(F.pad(src, (0, 4)), tgt)
+    torch.testing.assert_close(a[:, :cut], b[:, :cut])
+    torch.testing.assert_close(a, c, atol=1e-5, rtol=1e-5)
+
+
+def test_logits_shape_and_final_norms():
+    src, tgt = batch()
+    assert small()(src, tgt).shape == (2, 4, 24)
+    assert small(norm_first=True).encoder.norm is not None and small().encoder.norm is None
+
+
+def test_tying_shares_one_matrix_and_counts_once():
+    untied, tied = small(tgt_vocab_size=20), small(tgt_vocab_size=20, tie_embeddings=True)
+    assert tied.output.weight is tied.tgt_embed.token.weight
+    assert untied.num_parameters() - tied.num_parameters() == 20 * 16
+
+
+def test_base_output_projection_count():
+    model = Transformer(TransformerConfig(src_vocab_size=32000, tgt_vocab_size=32000, num_encoder_layers=1,
+                                          num_decoder_layers=1))
+    assert model.output.weight.numel() == 16_384_000
+
+
+def test_greedy_decode_stops_and_pads():
+    torch.manual_seed(0)
+    model = small()
+    src, _ = batch()
+    out = greedy_decode(model, src, max_new_tokens=6)
+    assert out.shape[0] == 2 and out.shape[1] <= 7 and torch.all(out[:, 0] == 1)
+    assert not torch.any(out[:, 1:] == 1)
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+def test_all_padding_source_row():
+    src, tgt = batch()
+    src[1] = 0
+    with pytest.raises(ValueError, match=r"src rows \[1\] are all padding"):
+        small()(src, tgt)
+
+
+def test_tgt_in_must_start_with_a_token():
+    src, tgt = batch()
+    tgt[0, 0] = 0
+    with pytest.raises(ValueError, match="tgt_in must start with a valid token"):
+        small()(src, tgt)
+
+
+def test_sequences_beyond_max_len():
+    src, tgt = batch()
+    with pytest.raises(ValueError, match="src has length 40, more than max_len=32"):
+        small()(torch.full((1, 40), 5), tgt[:1])
+    with pytest.raises(ValueError, match="tgt_in has length 33"):
+        small()(src, torch.ones(2, 33, dtype=torch.long))
+
+
+def test_ids_out_of_range():
+    src, tgt = batch()
+    with pytest.raises(ValueError, match=r"src contains id \d+, outside \[0, vocab_size=20\)"):
+        small()(src + 15, tgt)
+    with pytest.raises(ValueError, match="tgt_in contains id"):
+        small()(src, tgt - 5)
+
+
+def test_memory_and_target_batch_sizes_differ():
+    model = small()
+    src, tgt = batch()
+    memory, pad = model.encode(src)
+    with pytest.raises(ValueError, match="same batch size"):
+        model.decode(tgt, memory[:1], pad[:1])
+
+
+def test_max_new_tokens_must_be_positive():
+    src, _ = batch()
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        greedy_decode(small(), src, 0)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(d_model=10, nhead=3), "d_model must be divisible by nhead"),
+    (dict(dropout=1.0), "dropout"),
+    (dict(pad_id=30), "pad_id must be < both vocabulary sizes"),
+    (dict(bos_id=0), "must differ"),
+    (dict(num_encoder_layers=0), "num_encoder_layers"),
+])
+def test_bad_config(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        small(**overrides)
+
+
+def test_config_type_checked():
+    with pytest.raises(TypeError, match="config must be a TransformerConfig"):
+        Transformer({"d_model": 8})

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*.ipynb"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
 
@@ -29,7 +29,7 @@ def exported_modules(path: Path) -> set[str]:
     """Modules a notebook writes: its default_exp, plus any `#| export <module>` targets."""
     mods = set()
     for cell in code_cells(path):
-        for m in re.finditer(r"^#\|\s*(default_exp|export)\s+(\w+)", source(cell), re.M):
+        for m in re.finditer(r"^#\|\s*(default_exp|export)[ \t]+(\w+)", source(cell), re.M):
             mods.add(m.group(2))
     return mods
 
@@ -77,7 +77,13 @@ def test_notebooks_import_only_earlier_chapters():
 
 def test_toc_lists_exactly_existing_pages():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]] + [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+
+    def entries(items):
+        for item in items:
+            yield item["file"]
+            yield from entries(item.get("sections", []))
+
+    files = [toc["root"]] + [f for part in toc["parts"] for f in entries(part["chapters"])]
     for f in files:
         assert any((ROOT / f).with_suffix(ext).exists() for ext in (".md", ".ipynb")), f"_toc.yml lists missing {f}"
     for path in NOTEBOOKS:

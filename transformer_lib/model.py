@@ -5,6 +5,7 @@
 # %% ../notebooks/05b_model.ipynb #f8510fa1
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -19,7 +20,7 @@ from .norm import LayerNorm
 from .utils import check_positive_int, check_probability
 
 # %% auto #0
-__all__ = ['TransformerConfig', 'Transformer', 'greedy_decode']
+__all__ = ['TransformerConfig', 'Transformer', 'SeedStyleEmbedding', 'SeedStyleTransformer', 'load_seed_style', 'greedy_decode']
 
 # %% ../notebooks/05b_model.ipynb #e19fc3d0
 @dataclass
@@ -132,7 +133,72 @@ class Transformer(nn.Module):
         """Distinct parameters (a tied matrix counts once)."""
         return sum(p.numel() for p in self.parameters())
 
-# %% ../notebooks/05b_model.ipynb #fc049abe
+# %% ../notebooks/05b_model.ipynb #c121a163
+class SeedStyleEmbedding(nn.Module):
+    """Reference input layer (seed 000 §3.1 style): nn.Embedding * sqrt(d) + a sin/cos buffer, then dropout."""
+
+    def __init__(self, vocab_size: int, dim: int, max_length: int = 64, dropout: float = 0.1):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, dim, padding_idx=0)
+        self.dim = dim
+        angle = torch.arange(max_length)[:, None] * torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+        self.register_buffer("table", torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.embedding(ids) * math.sqrt(self.dim) + self.table[: ids.shape[1]])
+
+
+class SeedStyleTransformer(nn.Module):
+    """Reference model in the style of seed 000 §3.1, built on PyTorch's own layers.
+
+    Post-norm nn.TransformerEncoderLayer / nn.TransformerDecoderLayer stacks (ReLU, d_ff = 2 dim, no final
+    norm), separate source and target embeddings, an untied output layer; PAD = 0.
+    forward(source [B, S], target [B, T]) -> logits [B, T, vocab_size]. The oracle for `Transformer`.
+    """
+
+    def __init__(self, vocab_size: int = 20, dim: int = 32, heads: int = 4, depth: int = 2, dropout: float = 0.1,
+                 max_length: int = 64):
+        super().__init__()
+        self.source_embedding = SeedStyleEmbedding(vocab_size, dim, max_length, dropout)
+        self.target_embedding = SeedStyleEmbedding(vocab_size, dim, max_length, dropout)
+        layer = dict(dim_feedforward=2 * dim, dropout=dropout, activation="relu", batch_first=True, norm_first=False)
+        self.encoder = nn.ModuleList(nn.TransformerEncoderLayer(dim, heads, **layer) for _ in range(depth))
+        self.decoder = nn.ModuleList(nn.TransformerDecoderLayer(dim, heads, **layer) for _ in range(depth))
+        self.output = nn.Linear(dim, vocab_size)
+
+    def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        source_pad, target_pad = source.eq(0), target.eq(0)
+        memory = self.source_embedding(source)
+        for layer in self.encoder:
+            memory = layer(memory, src_key_padding_mask=source_pad)
+        T = target.shape[1]
+        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=target.device), diagonal=1)
+        hidden = self.target_embedding(target)
+        for layer in self.decoder:
+            hidden = layer(hidden, memory, tgt_mask=causal, tgt_key_padding_mask=target_pad,
+                           memory_key_padding_mask=source_pad)
+        return self.output(hidden)
+
+# %% ../notebooks/05b_model.ipynb #0f4ea70d
+def load_seed_style(baseline: SeedStyleTransformer) -> Transformer:
+    """Our `Transformer` with the weights of `baseline` (equal logits in eval mode)."""
+    dim = baseline.output.in_features
+    config = TransformerConfig(src_vocab_size=baseline.output.out_features, tgt_vocab_size=baseline.output.out_features,
+                               d_model=dim, nhead=baseline.encoder[0].self_attn.num_heads,
+                               num_encoder_layers=len(baseline.encoder), num_decoder_layers=len(baseline.decoder),
+                               dim_feedforward=2 * dim, dropout=baseline.source_embedding.dropout.p,
+                               max_len=baseline.source_embedding.table.shape[0])
+    ours = Transformer(config).to(baseline.output.weight.device)
+    with torch.no_grad():
+        ours.src_embed.token.weight.copy_(baseline.source_embedding.embedding.weight)
+        ours.tgt_embed.token.weight.copy_(baseline.target_embedding.embedding.weight)
+        ours.output.load_state_dict(baseline.output.state_dict())
+    ours.encoder.layers = nn.ModuleList(EncoderLayer.from_torch(layer) for layer in baseline.encoder)
+    ours.decoder.layers = nn.ModuleList(DecoderLayer.from_torch(layer) for layer in baseline.decoder)
+    return ours
+
+# %% ../notebooks/05b_model.ipynb #921a33ab
 @torch.no_grad()
 def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
     """Batched greedy decoding without a cache: src [B, S] -> ids [B, 1 + n] starting with BOS.

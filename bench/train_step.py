@@ -1,0 +1,51 @@
+"""Forward + backward time of our Transformer against the baseline on torch.nn layers, same configuration.
+
+Usage: python bench/train_step.py [--quick]
+Prints medians and the ratio ours / baseline (goal: <= 1.0, ours no slower).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import median_times  # noqa: E402
+
+from transformer_lib.model import SeedStyleTransformer, load_seed_style  # noqa: E402
+from transformer_lib.utils import get_device, seed_everything  # noqa: E402
+
+
+def step(model, src, tgt_in, labels, vocab) -> None:
+    model.zero_grad(set_to_none=True)
+    logits = model(src, tgt_in)
+    F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1), ignore_index=0).backward()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (for the book)")
+    args = parser.parse_args()
+    device = get_device()
+    seed_everything(0)
+    vocab, dim, heads, depth, B, S, T = 1000, 256, 8, 3, 32, 48, 48
+    baseline = SeedStyleTransformer(vocab, dim, heads, depth, dropout=0.1, max_length=64).to(device).train()
+    ours = load_seed_style(baseline).train()
+    src = torch.randint(3, vocab, (B, S), device=device)
+    tgt = torch.randint(3, vocab, (B, T + 1), device=device)
+    tgt[:, 0] = 1
+    tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
+    repeats = 5 if args.quick else 15
+    t = median_times({"ours": lambda: step(ours, src, tgt_in, labels, vocab),
+                      "baseline": lambda: step(baseline, src, tgt_in, labels, vocab)}, repeats=repeats, warmup=2)
+    print(f"device={device.type} threads={torch.get_num_threads()} d={dim}, {depth}+{depth} layers, d_ff={2 * dim}, "
+          f"B={B}, S=T={S}, dropout 0.1, forward+backward, median of {repeats}")
+    print(f"ours {t['ours'] * 1e3:.1f} ms   baseline (nn layers) {t['baseline'] * 1e3:.1f} ms   "
+          f"ratio ours/baseline {t['ours'] / t['baseline']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

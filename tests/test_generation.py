@@ -1,0 +1,123 @@
+"""transformer_lib.generation: cache equivalence, strategy properties, bad input."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_lib.generation import beam_search, decode_step, filter_logits, greedy, sample, start_cache
+from transformer_lib.model import Transformer, TransformerConfig, greedy_decode
+
+
+def make_model(norm_first=False, seed=0, tie=False):
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(src_vocab_size=16, tgt_vocab_size=16, d_model=16, nhead=2, num_encoder_layers=2,
+                            num_decoder_layers=2, dim_feedforward=32, dropout=0.0, max_len=40,
+                            norm_first=norm_first, tie_embeddings=tie)
+    return Transformer(cfg).eval()
+
+
+SRC = torch.tensor([[5, 9, 12, 7, 2, 0], [11, 4, 8, 15, 6, 2]])
+
+
+@settings(max_examples=10, deadline=None)
+@given(norm_first=st.booleans(), seed=st.integers(0, 99))
+def test_cached_step_logits_match_full_decode(norm_first, seed):
+    model = make_model(norm_first, seed)
+    prefix = torch.randint(3, 16, (2, 7))
+    prefix[:, 0] = 1
+    memory, pad = model.encode(SRC)
+    with torch.no_grad():
+        full = model.decode(prefix, memory, pad)
+    cache = start_cache(model, memory, pad)
+    for t in range(prefix.shape[1]):
+        logits, cache = decode_step(model, prefix[:, t:t + 1], cache)
+        torch.testing.assert_close(logits, full[:, t], atol=1e-5, rtol=1e-5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(norm_first=st.booleans(), seed=st.integers(0, 99), width=st.integers(1, 4))
+def test_cached_and_uncached_give_identical_tokens(norm_first, seed, width):
+    model = make_model(norm_first, seed)
+    assert torch.equal(greedy(model, SRC, 12, use_cache=True), greedy(model, SRC, 12, use_cache=False))
+    assert torch.equal(beam_search(model, SRC, width, 12, use_cache=True),
+                       beam_search(model, SRC, width, 12, use_cache=False))
+    g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+    assert torch.equal(sample(model, SRC, 12, top_k=5, generator=g1, use_cache=True),
+                       sample(model, SRC, 12, top_k=5, generator=g2, use_cache=False))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_greedy_equals_plain_reference_and_beam_width_one(seed):
+    model = make_model(seed=seed)
+    ref = greedy_decode(model, SRC, 12)
+    assert torch.equal(greedy(model, SRC, 12), ref)
+    assert torch.equal(beam_search(model, SRC, 1, 12), ref)
+
+
+def test_low_temperature_approaches_greedy():
+    model = make_model(seed=3)
+    ref = greedy(model, SRC, 12)
+    assert torch.equal(sample(model, SRC, 12, temperature=1e-4, generator=torch.Generator().manual_seed(0)), ref)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_top_k_never_leaves_the_k_best(k):
+    model = make_model(seed=4)
+    out = sample(model, SRC, 12, top_k=k, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(SRC, out[:, :-1])
+    logits[..., [0, 1]] = float("-inf")
+    chosen = logits.gather(-1, out[:, 1:, None])
+    rank = (logits > chosen).sum(-1)
+    assert torch.all(rank[out[:, 1:] != 0] < k)
+
+
+def test_top_p_keeps_the_nucleus():
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    assert torch.isfinite(filter_logits(logits, top_p=0.8)).tolist() == [[True, True, False, False]]
+    assert torch.equal(filter_logits(logits, top_p=1.0), logits)
+
+
+def test_sampling_is_seeded():
+    model = make_model(seed=5)
+    a = sample(model, SRC, 12, generator=torch.Generator().manual_seed(9))
+    b = sample(model, SRC, 12, generator=torch.Generator().manual_seed(9))
+    assert torch.equal(a, b)
+
+
+def test_rows_are_padded_after_eos_and_ignore_eos_runs_full_length():
+    model = make_model(seed=6)
+    out = greedy(model, SRC, 20, ignore_eos=True)
+    assert out.shape == (2, 21)
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+def test_beam_width_below_one():
+    with pytest.raises(ValueError, match="beam_width must be >= 1"):
+        beam_search(make_model(), SRC, 0, 5)
+
+
+@pytest.mark.parametrize("top_p", [0.0, 1.5, -0.1])
+def test_top_p_outside_range(top_p):
+    with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
+        sample(make_model(), SRC, 5, top_p=top_p)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0])
+def test_temperature_not_positive(temperature):
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        sample(make_model(), SRC, 5, temperature=temperature)
+
+
+@pytest.mark.parametrize("fn", [greedy, sample, lambda m, s, n: beam_search(m, s, 2, n)])
+def test_max_new_tokens_below_one(fn):
+    with pytest.raises(ValueError, match="max_new_tokens must be >= 1"):
+        fn(make_model(), SRC, 0)
+
+
+def test_all_padding_source_row_is_rejected():
+    src = SRC.clone()
+    src[0] = 0
+    with pytest.raises(ValueError, match="all padding"):
+        greedy(make_model(), src, 5)

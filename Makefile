@@ -10,8 +10,11 @@ STAMP  := $(VENV)/.installed
 SANITIZE := notebooks/nbval_sanitize.cfg
 # Stored outputs come from a CPU run: compare them strictly on CPU, only run the cells on CUDA.
 NBVAL_MODE = $(shell $(BIN)/python -c "import torch; print('--nbval-lax' if torch.cuda.is_available() else '--nbval')")
+# The browser test's Chromium: any of these on PATH, else Debian's `chromium` from apt-get.
+CHROMIUM_CMDS := chromium chromium-browser google-chrome
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup book test export-check executed-check pytest-lib pytest-nb book-build clean
+.PHONY: setup book test export-check executed-check pytest-lib pytest-nb book-build browser-setup browser-test clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,12 +27,13 @@ setup: $(STAMP)
 book: setup book-build
 	@echo "Book: file://$(CURDIR)/_build/html/index.html"
 
-test: setup
+test: setup browser-setup
 	$(MAKE) --no-print-directory export-check
 	$(MAKE) --no-print-directory executed-check
 	$(MAKE) --no-print-directory pytest-lib
 	$(MAKE) --no-print-directory pytest-nb
 	$(MAKE) --no-print-directory book-build
+	$(MAKE) --no-print-directory browser-test
 	@echo "make test: all gates passed"
 
 # 1. The library must be exactly what the notebooks export (stale or untracked modules fail).
@@ -56,6 +60,18 @@ pytest-nb:
 # 4. The HTML book, warnings are errors.
 book-build:
 	$(BIN)/jupyter-book build . -W --keep-going
+
+# Headless Chromium for the browser test (fonts-noto-cjk: the glossary's Chinese in screenshots).
+browser-setup:
+	@for c in $(CHROMIUM_CMDS); do command -v $$c >/dev/null && exit 0; done; \
+		echo "installing Debian's chromium for the browser test"; \
+		$(SUDO) apt-get update -qq; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk
+
+# 5. Every page of the built book in headless Chromium: no JS errors, math typeset, images load,
+#    the Colab link names the chapter (screenshots in _build/screenshots/).
+browser-test: setup browser-setup
+	$(BIN)/python tools/browser_test.py _build/html
 
 clean:
 	rm -rf _build

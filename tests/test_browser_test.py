@@ -1,0 +1,79 @@
+"""The rendered-book checker (tools/browser_test.py) catches what it claims to catch.
+
+Two synthetic pages are checked in headless Chromium: a good one must pass, and a bad one
+(JavaScript error, TeX error, broken image, wrong Colab link, request to another host) must
+fail with a message for each fault. Skipped where Chromium is not installed.
+"""
+from __future__ import annotations
+
+import base64
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tools" / "browser_test.py"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+CHROMIUM = next((shutil.which(c) for c in ("chromium", "chromium-browser", "google-chrome") if shutil.which(c)), None)
+MATHJAX = '<script async src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"></script>'
+PNG_1x1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("browser_test", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def page(body: str) -> str:
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'>{MATHJAX}</head><body><main><article>{body}</article></main></body></html>"
+
+
+def test_expected_colab_url_comes_from_config():
+    mod = load_module()
+    org_repo = CONFIG["repository"]["url"].removeprefix("https://github.com/")
+    assert mod.expected_colab(CONFIG, "02_attention") == (
+        f"https://colab.research.google.com/github/{org_repo}/blob/main/notebooks/02_attention.ipynb")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (make browser-setup installs it)")
+def test_checker_passes_a_good_page_and_names_every_fault_of_a_bad_one(tmp_path):
+    mod = load_module()
+    html = tmp_path / "html"
+    (html / "notebooks").mkdir(parents=True)
+    (html / "notebooks" / "fig.png").write_bytes(PNG_1x1)
+    good_colab = mod.expected_colab(CONFIG, "00_good")
+    (html / "notebooks" / "00_good.html").write_text(page(
+        f'<p><span class="math">\\(\\frac{{a}}{{\\sqrt{{d_k}}}}\\)</span></p>'
+        f'<img src="fig.png" alt="figure"><a href="{good_colab}">Colab</a>'))
+    (html / "notebooks" / "01_bad.html").write_text(page(
+        '<p><span class="math">\\(\\frac{a}{\\undefinedmacro}\\)</span></p>'
+        '<p><span class="math">\\(a^\\)</span></p>'
+        '<img src="missing.png" alt="missing">'
+        '<img src="https://example.invalid/remote.png" alt="remote">'
+        f'<a href="{mod.expected_colab(CONFIG, "00_good")}">Colab</a>'
+        '<script>throw new Error("boom from the page")</script>'))
+    shots = tmp_path / "shots"
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(html), "--screenshots", str(shots)],
+                          capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "ok   notebooks/00_good.html: 1 math typeset, 1 images" in out, out
+    bad = out.split("FAIL notebooks/01_bad.html", 1)[1]
+    for fault in ("boom from the page",
+                  "2 TeX errors",
+                  'undefined macro \\undefinedmacro in "\\frac{a}{\\undefinedmacro}"',
+                  'Missing superscript or subscript argument in "a^"',
+                  "missing.png", "2 of 2 images did not load",
+                  "request left the book (external request): https://example.invalid/remote.png",
+                  "Colab link is", "notebooks/01_bad.ipynb"):
+        assert fault in bad, f"{fault!r} not reported:\n{out}"
+    assert (shots / "00_good.png").stat().st_size > 0
+    assert (shots / "00_good-figure.png").stat().st_size > 0

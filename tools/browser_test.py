@@ -1,0 +1,387 @@
+"""Rendered-book test: open every page of the built book in headless Chromium and check it.
+
+    .venv/bin/python tools/browser_test.py [_build/html]
+
+For every chapter page (``notebooks/*.html``) and every prose page (``book/*.html``):
+
+* no JavaScript error (uncaught exception, ``console.error``, or a resource that failed to load);
+* every math element was typeset by MathJax, without a TeX error;
+* every figure (``<img>``) loaded (``naturalWidth > 0``);
+* chapters only: the Colab launch link opens that chapter's notebook,
+  ``https://colab.research.google.com/github/<org>/<repo>/blob/<branch>/notebooks/<name>.ipynb``,
+  with org, repo and branch taken from ``_config.yml``.
+
+A screenshot of each page (top, and the first figure when there is one) is written to
+``_build/screenshots/``.
+
+The pages are served over HTTP from a local server. The browser has no network: the page's
+MathJax script (``https://cdn.jsdelivr.net/npm/mathjax@3/...``) and the fonts it loads are
+answered, through the DevTools protocol (``Fetch`` domain), from the local copy of MathJax 3
+installed by the PyPI package ``django-static-mathjax`` (pinned in requirements.txt). The HTML
+under test is therefore byte-for-byte the HTML that is published. Any other request that leaves
+the local server is refused and reported as a failure.
+
+Chromium is Debian's ``chromium`` (``make setup`` installs it), driven over the DevTools protocol
+with ``websocket-client``; nothing is downloaded.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import http.server
+import json
+import mimetypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+try:
+    import websocket  # websocket-client
+except ImportError:
+    sys.exit("browser test: websocket-client is not installed; run `make setup` (requirements.txt pins it)")
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MATHJAX_CDN = re.compile(r"^https://cdn\.jsdelivr\.net/npm/mathjax@3(?:\.[0-9.]+)?/([^?#]*)")
+PAGE_TIMEOUT_S = 30.0
+WIDTH, HEIGHT = 1280, 1000
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
+    f"--window-size={WIDTH},{HEIGHT}", "--remote-debugging-port=0", "--remote-allow-origins=*",
+]
+
+# Runs in the page once it has loaded: waits for MathJax (typesetting) and every image, then reports.
+CHECK_JS = r"""
+(async () => {
+  const timeout = (ms) => new Promise(r => setTimeout(() => r('timeout'), ms));
+  const mathNodes = [...document.querySelectorAll('.math')];
+  let mathjax = 'absent';
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    mathjax = await Promise.race([MathJax.startup.promise.then(() => 'ok', e => 'error: ' + e), timeout(%(ms)d)]);
+  } else if (mathNodes.length) {
+    // The script may still be loading: give it the same time.
+    const t0 = Date.now();
+    while (!(window.MathJax && MathJax.startup && MathJax.startup.promise) && Date.now() - t0 < %(ms)d)
+      await new Promise(r => setTimeout(r, 100));
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise)
+      mathjax = await Promise.race([MathJax.startup.promise.then(() => 'ok', e => 'error: ' + e), timeout(%(ms)d)]);
+  }
+  const imgs = [...document.images];
+  imgs.forEach(img => { img.loading = 'eager'; });
+  await Promise.race([Promise.all(imgs.map(img => img.decode().catch(() => null))), timeout(%(ms)d)]);
+  const untypeset = mathNodes.filter(n => !n.querySelector('mjx-container'))
+                             .map(n => n.textContent.trim().slice(0, 80));
+  // A TeX syntax error becomes <merror>; an undefined macro becomes red <mtext> (noundefined).
+  const texErrors = [];
+  try {
+    for (const item of (MathJax.startup.document.math || [])) {
+      let err = null;
+      item.root.walkTree(node => {
+        if (err) return;
+        if (node.isKind('merror')) err = node.attributes.get('data-mjx-error') || 'TeX error';
+        else if (node.isKind('mtext') && node.attributes.get('mathcolor') === 'red')
+          err = 'undefined macro ' + (node.childNodes[0] && node.childNodes[0].text || '');
+      });
+      if (err) texErrors.push(`${err} in "${String(item.math).slice(0, 80)}"`);
+    }
+  } catch (e) {}
+  if (!texErrors.length)  // the DOM, if MathJax's internals could not be read
+    texErrors.push(...[...document.querySelectorAll('mjx-merror')].map(n => 'TeX error: ' + n.textContent.slice(0, 80)));
+  const colab = [...document.querySelectorAll('a[href*="colab.research.google.com"]')].map(a => a.href);
+  const badImgs = imgs.filter(img => !(img.complete && img.naturalWidth > 0))
+                      .map(img => img.getAttribute('src') || img.currentSrc);
+  return {mathjax, nMath: mathNodes.length, nTypeset: document.querySelectorAll('mjx-container').length,
+          untypeset, texErrors, colab, nImgs: imgs.length, badImgs,
+          title: document.title, codeCells: document.querySelectorAll('div.cell').length};
+})()
+"""
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output readable
+        pass
+
+
+def mathjax_root() -> Path:
+    """The local MathJax 3 tree (the one the CDN's ``mathjax@3/`` prefix maps to)."""
+    env = os.environ.get("MATHJAX_DIR")
+    if env:
+        root = Path(env)
+    else:
+        try:
+            import mathjax  # django-static-mathjax
+        except ImportError:
+            sys.exit("browser test: MathJax is not installed locally; run `make setup` "
+                     "(requirements.txt pins django-static-mathjax) or set MATHJAX_DIR")
+        root = Path(mathjax.__file__).parent / "static" / "mathjax"
+    if not (root / "es5" / "tex-mml-chtml.js").is_file():
+        sys.exit(f"browser test: no es5/tex-mml-chtml.js under MathJax root {root}")
+    return root
+
+
+def find_chromium() -> str:
+    for name in (os.environ.get("CHROMIUM", ""), "chromium", "chromium-browser", "google-chrome"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    sys.exit("browser test: no chromium on PATH; `make setup` installs Debian's chromium with apt-get")
+
+
+def expected_colab(config: dict, name: str) -> str:
+    url = config["repository"]["url"].rstrip("/")
+    m = re.match(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?$", url)
+    if not m:
+        sys.exit(f"browser test: repository.url in _config.yml is not a GitHub URL: {url}")
+    branch = config["repository"].get("branch", "main")
+    book = (config["repository"].get("path_to_book") or "").strip("/")
+    path = f"{book}/notebooks/{name}.ipynb" if book else f"notebooks/{name}.ipynb"
+    colab = config.get("launch_buttons", {}).get("colab_url", "https://colab.research.google.com").rstrip("/")
+    return f"{colab}/github/{m.group(1)}/{m.group(2)}/blob/{branch}/{path}"
+
+
+class Browser:
+    """Headless Chromium over the DevTools protocol: one tab, reused for every page."""
+
+    def __init__(self, chromium: str, mj_root: Path, local_prefix: str):
+        self.profile = tempfile.mkdtemp(prefix="tt-chromium-")
+        self.proc = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.mj_root, self.local_prefix = mj_root, local_prefix
+        port_file = Path(self.profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"chromium exited at start-up with code {self.proc.returncode}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("chromium did not open its DevTools port within 30 s")
+            time.sleep(0.05)
+        port = port_file.read_text().split()[0]
+        targets = self._http_json(f"http://127.0.0.1:{port}/json/list")
+        page = next(t for t in targets if t.get("type") == "page")
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=PAGE_TIMEOUT_S,
+                                              suppress_origin=True)
+        self.next_id = 0
+        self.events: list[dict] = []
+        for method, params in [("Page.enable", {}), ("Runtime.enable", {}), ("Log.enable", {}),
+                               ("Network.setCacheDisabled", {"cacheDisabled": False}),
+                               ("Emulation.setDeviceMetricsOverride",
+                                {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}),
+                               ("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})]:
+            self.call(method, params)
+
+    @staticmethod
+    def _http_json(url: str):
+        import urllib.request
+        for _ in range(50):
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    return json.load(r)
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"cannot reach chromium's DevTools endpoint {url}")
+
+    def send(self, method: str, params: dict | None = None) -> int:
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
+        return self.next_id
+
+    def _dispatch(self, msg: dict) -> None:
+        if msg.get("method") == "Fetch.requestPaused":
+            self._answer_request(msg["params"])
+        elif "method" in msg:
+            self.events.append(msg)
+
+    def _answer_request(self, p: dict) -> None:
+        url, rid = p["request"]["url"], p["requestId"]
+        if url.startswith(self.local_prefix) or url.startswith("data:"):
+            self.send("Fetch.continueRequest", {"requestId": rid})
+            return
+        m = MATHJAX_CDN.match(url)
+        if m:
+            path = (self.mj_root / m.group(1)).resolve()
+            if path.is_file() and self.mj_root.resolve() in path.parents:
+                ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                if path.suffix == ".js":
+                    ctype = "application/javascript"
+                self.send("Fetch.fulfillRequest", {
+                    "requestId": rid, "responseCode": 200,
+                    "responseHeaders": [{"name": "Content-Type", "value": ctype},
+                                        {"name": "Access-Control-Allow-Origin", "value": "*"}],
+                    "body": base64.b64encode(path.read_bytes()).decode()})
+                return
+            self.events.append({"method": "tt.blocked", "params": {"url": url, "why": "not in the local MathJax copy"}})
+        else:
+            self.events.append({"method": "tt.blocked", "params": {"url": url, "why": "external request"}})
+        self.send("Fetch.failRequest", {"requestId": rid, "errorReason": "BlockedByClient"})
+
+    def call(self, method: str, params: dict | None = None, timeout: float = PAGE_TIMEOUT_S) -> dict:
+        cid = self.send(method, params)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.ws.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                msg = json.loads(self.ws.recv())
+            except websocket.WebSocketTimeoutException:
+                raise TimeoutError(f"{method} got no answer within {timeout:.0f} s") from None
+            if msg.get("id") == cid:
+                if "error" in msg:
+                    raise RuntimeError(f"{method} failed: {msg['error']}")
+                return msg.get("result", {})
+            self._dispatch(msg)
+
+    def wait_event(self, method: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == method for e in self.events):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {method} within {timeout:.0f} s")
+            self.ws.settimeout(left)
+            try:
+                self._dispatch(json.loads(self.ws.recv()))
+            except websocket.WebSocketTimeoutException:
+                raise TimeoutError(f"no {method} within {timeout:.0f} s") from None
+
+    def screenshot(self, path: Path) -> None:
+        data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def js_errors(events: list[dict]) -> list[str]:
+    out = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            d = p["exceptionDetails"]
+            text = (d.get("exception") or {}).get("description") or d.get("text", "")
+            line = d["lineNumber"] + 1 if "lineNumber" in d else "?"
+            out.append(f"uncaught exception: {text.splitlines()[0] if text else d} ({d.get('url', '')}:{line})")
+        elif m == "Runtime.consoleAPICalled" and p.get("type") == "error":
+            args = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            out.append(f"console.error: {args[:200]}")
+        elif m == "Log.entryAdded" and p["entry"].get("level") == "error":
+            entry = p["entry"]
+            if entry.get("url", "").endswith("/favicon.ico"):  # the theme has no favicon; browsers ask anyway
+                continue
+            if "ERR_BLOCKED_BY_CLIENT" in entry.get("text", ""):  # our own refusal, reported as tt.blocked
+                continue
+            out.append(f"{entry.get('source', 'log')} error: {entry.get('text', '')[:200]} {entry.get('url', '')}".rstrip())
+        elif m == "tt.blocked":
+            out.append(f"request left the book ({p['why']}): {p['url']}")
+    return out
+
+
+def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: Path) -> tuple[list[str], dict]:
+    browser.events.clear()
+    browser.call("Page.navigate", {"url": f"{base_url}/{rel}"})
+    browser.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S)
+    res = browser.call("Runtime.evaluate", {"expression": CHECK_JS % {"ms": 15000}, "awaitPromise": True,
+                                            "returnByValue": True}, timeout=PAGE_TIMEOUT_S)
+    if "exceptionDetails" in res:
+        return [f"the check script failed: {res['exceptionDetails'].get('text')}"], {}
+    r = res["result"]["value"]
+    # Let late console errors (e.g. from MathJax's font loads) arrive before judging.
+    try:
+        browser.call("Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 200))", "awaitPromise": True})
+    except TimeoutError:
+        pass
+    fails = js_errors(browser.events)
+    if r["nMath"]:
+        if r["mathjax"] != "ok":
+            fails.append(f"MathJax did not finish ({r['mathjax']}) with {r['nMath']} math elements on the page")
+        if r["untypeset"]:
+            fails.append(f"{len(r['untypeset'])} of {r['nMath']} math elements not typeset, first: {r['untypeset'][0]}")
+    if r["texErrors"]:
+        fails.append(f"{len(r['texErrors'])} TeX errors: " + "; ".join(r["texErrors"][:3]))
+    if r["badImgs"]:
+        fails.append(f"{len(r['badImgs'])} of {r['nImgs']} images did not load: {', '.join(r['badImgs'][:5])}")
+    name = Path(rel).stem
+    if rel.startswith("notebooks/"):
+        want = expected_colab(config, name)
+        if not r["colab"]:
+            fails.append(f"no Colab link (want {want})")
+        elif any(h != want for h in r["colab"]):
+            fails.append(f"Colab link is {sorted(set(r['colab']))}, want {want}")
+    shot = shots / f"{name}.png"
+    browser.call("Runtime.evaluate", {"expression": "window.scrollTo(0, 0)"})
+    browser.screenshot(shot)
+    fig = browser.call("Runtime.evaluate", {"expression": """(() => {
+        const img = document.querySelector('article img');
+        if (!img) return false; img.scrollIntoView({block: 'center'}); return true; })()""",
+                                            "returnByValue": True})
+    if fig["result"].get("value"):
+        browser.screenshot(shots / f"{name}-figure.png")
+    return fails, r
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("html", nargs="?", default=str(ROOT / "_build" / "html"), help="built book (default _build/html)")
+    ap.add_argument("--screenshots", default=str(ROOT / "_build" / "screenshots"))
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    html = Path(args.html).resolve()
+    pages = sorted(str(p.relative_to(html)) for p in (html / "notebooks").glob("*.html"))
+    if not pages:
+        print(f"browser test: no chapter pages under {html}/notebooks; build the book first (make book-build)")
+        return 1
+    pages += sorted(str(p.relative_to(html)) for p in (html / "book").glob("*.html"))
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    shots = Path(args.screenshots)
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(html)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        browser = Browser(find_chromium(), mathjax_root(), base_url + "/")
+    except (RuntimeError, OSError, StopIteration, websocket.WebSocketException) as exc:
+        server.shutdown()
+        print(f"browser test: cannot start or connect to chromium: {type(exc).__name__}: {exc}")
+        return 1
+    failed = 0
+    try:
+        for rel in pages:
+            t = time.monotonic()
+            try:
+                fails, r = check_page(browser, base_url, rel, config, shots)
+            except (TimeoutError, RuntimeError, websocket.WebSocketException) as exc:
+                fails, r = [f"{type(exc).__name__}: {exc}"], {}
+            dt = time.monotonic() - t
+            if fails:
+                failed += 1
+                print(f"FAIL {rel} ({dt:.1f} s)")
+                for f in fails:
+                    print(f"     - {f}")
+            else:
+                print(f"ok   {rel}: {r['nMath']} math typeset, {r['nImgs']} images, "
+                      f"{r['codeCells']} code cells{', Colab link ok' if rel.startswith('notebooks/') else ''} ({dt:.1f} s)")
+    finally:
+        browser.close()
+        server.shutdown()
+    print(f"browser test: {len(pages) - failed}/{len(pages)} pages passed in {time.monotonic() - t0:.1f} s; "
+          f"screenshots in {shots}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

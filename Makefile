@@ -48,13 +48,17 @@ export-check:
 executed-check:
 	$(BIN)/python tools/check_executed.py notebooks
 
+# Parallel workers get one thread each: OpenMP threads oversubscribing the cores slow small
+# models down by orders of magnitude (measured: 27 ms vs 2.6 s per training step).
+WORKER_THREADS := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
+
 # 3a. Library tests.
 pytest-lib:
-	$(BIN)/python -m pytest tests -n auto -q
+	$(WORKER_THREADS) $(BIN)/python -m pytest tests -n auto -q
 
 # 3b. Notebooks re-executed and compared with their stored outputs.
 pytest-nb:
-	$(BIN)/python -m pytest notebooks $(NBVAL_MODE) --nbval-current-env \
+	$(WORKER_THREADS) $(BIN)/python -m pytest notebooks $(NBVAL_MODE) --nbval-current-env \
 		--nbval-sanitize-with $(SANITIZE) -n auto --dist loadfile -q -p no:cacheprovider
 
 # 4. The HTML book, warnings are errors.

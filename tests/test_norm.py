@@ -13,6 +13,7 @@ from transformer_lib.norm import LayerNorm, LayerNormFunction, ResidualSublayer,
 def test_layer_norm_matches_torch_float64(shape, d, seed):
     g = torch.Generator().manual_seed(seed)
     ours, theirs = LayerNorm(d).double(), nn.LayerNorm(d).double()
+    ours.fused = False  # the written-out computation (the fused path is F.layer_norm itself)
     with torch.no_grad():
         ours.weight.copy_(torch.randn(d, generator=g)), ours.bias.copy_(torch.randn(d, generator=g))
         theirs.load_state_dict(ours.state_dict())
@@ -36,6 +37,20 @@ def test_closed_form_backward_matches_autograd(batch, length, d, seed):
     manual = layer_norm_backward(up, z.detach(), w.detach(), 1e-5)
     for x, y in zip(auto, manual):
         assert (x - y).abs().max().item() <= 1e-10
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_fused_and_plain_paths_agree(dtype, tol):
+    fused, plain = LayerNorm(12).to(dtype), LayerNorm(12).to(dtype)
+    plain.fused = False
+    with torch.no_grad():
+        fused.weight.normal_(), fused.bias.normal_()
+        plain.load_state_dict(fused.state_dict())
+    z = torch.randn(3, 4, 12, dtype=dtype, requires_grad=True)
+    a, b = fused(z), plain(z)
+    assert (a - b).abs().max() <= tol
+    ga, gb = torch.autograd.grad(a.sum(), z), torch.autograd.grad(b.sum(), z)
+    assert (ga[0] - gb[0]).abs().max() <= 10 * tol
 
 
 def test_layer_norm_function_gradcheck():

@@ -18,6 +18,7 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .feedforward import feedforward_num_params
 from .model import TransformerConfig
+from .norm import LayerNorm
 from .utils import check_positive_int
 
 # %% auto #0
@@ -121,10 +122,13 @@ def training_step_flops(config: TransformerConfig, batch: int, src_len: int, tgt
 
 # %% ../notebooks/08_cost.ipynb #bb6c3c13
 def set_fused(model: nn.Module, fused: bool) -> int:
-    """Set `fused` on every `MultiHeadAttention` in `model`; returns how many modules were changed."""
+    """Set `fused` on every `MultiHeadAttention` and `LayerNorm` in `model`; returns how many were changed.
+
+    fused=False selects the written-out computations, whose saved tensors the counters model.
+    """
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be a bool, got {type(fused).__name__} {fused!r}")
-    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    layers = [m for m in model.modules() if isinstance(m, (MultiHeadAttention, LayerNorm))]
     for layer in layers:
         layer.fused = fused
     return len(layers)

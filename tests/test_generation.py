@@ -121,3 +121,15 @@ def test_all_padding_source_row_is_rejected():
     src[0] = 0
     with pytest.raises(ValueError, match="all padding"):
         greedy(make_model(), src, 5)
+
+
+def test_cross_attention_weights_shapes_rows_and_restore():
+    from transformer_lib.generation import cross_attention_weights
+
+    model = make_model(seed=7)
+    tgt_in = torch.tensor([[1, 5, 6], [1, 7, 8]])
+    weights = cross_attention_weights(model, SRC, tgt_in)
+    assert len(weights) == 2 and all(w.shape == (2, 3, 6) for w in weights)
+    assert all(torch.allclose(w.sum(-1), torch.ones(2, 3)) for w in weights)
+    assert torch.all(weights[0][0, :, 5] == 0)                      # source padding gets no weight
+    assert all("forward" not in layer.cross_attn.__dict__ for layer in model.decoder.layers)  # restored

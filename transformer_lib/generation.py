@@ -15,7 +15,8 @@ from .model import Transformer
 from .utils import check_positive_int
 
 # %% auto #0
-__all__ = ['DecoderCache', 'start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search']
+__all__ = ['DecoderCache', 'start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search',
+           'cross_attention_weights']
 
 # %% ../notebooks/07_generation.ipynb #a20b863d
 @dataclass
@@ -226,3 +227,33 @@ def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens
     lengths = (out[:, 1:] != c.pad_id).sum(-1).view(B, W).float()                     # tokens incl. EOS
     best = (scores / ((5 + lengths) / 6) ** length_penalty).argmax(-1)                 # (B,)
     return out.view(B, W, -1)[torch.arange(B, device=src.device), best]
+
+# %% ../notebooks/07_generation.ipynb #c373fff7
+@torch.no_grad()
+def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
+    """Head-averaged cross-attention weights of every decoder layer, each [B, T, S], for src [B, S], tgt_in [B, T]."""
+    captured: list[Tensor] = []
+    modules = [layer.cross_attn for layer in model.decoder.layers]
+
+    def recording(module):
+        original = module.forward
+
+        def forward(query, key, value, key_padding_mask=None, attn_mask=None, need_weights=False,
+                     average_attn_weights=True):
+            out, weights = original(query, key, value, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                                    need_weights=True, average_attn_weights=True)
+            captured.append(weights)
+            return out, None
+        return forward
+
+    was_training = model.training
+    model.eval()
+    for module in modules:
+        module.forward = recording(module)
+    try:
+        model(src, tgt_in)
+    finally:
+        for module in modules:
+            del module.forward                     # back to the class's forward
+        model.train(was_training)
+    return captured

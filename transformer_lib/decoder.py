@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .encoder import _copy_feed_forward, _copy_norm, _reset_all, _torch_activation_name
+from .encoder import _copy_feed_forward, _copy_norm, _reset_all, _torch_layer_arguments
 from .feedforward import FeedForward
 from .norm import ResidualSublayer
 from .utils import check_positive_int, check_shape
@@ -60,13 +60,7 @@ class DecoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, module: nn.TransformerDecoderLayer) -> DecoderLayer:
         """A copy of a batch-first `nn.TransformerDecoderLayer` (relu or gelu, either norm order)."""
-        if not isinstance(module, nn.TransformerDecoderLayer):
-            raise TypeError(f"module must be an nn.TransformerDecoderLayer, got {type(module).__name__}")
-        if not module.self_attn.batch_first:
-            raise ValueError("module must be built with batch_first=True (this library is batch-first)")
-        new = cls(module.self_attn.embed_dim, module.self_attn.num_heads, module.linear1.out_features,
-                  dropout=module.dropout.p, activation=_torch_activation_name(module.activation),
-                  norm_first=module.norm_first, layer_norm_eps=module.norm1.eps)
+        new = cls(**_torch_layer_arguments(module, nn.TransformerDecoderLayer))
         new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
         new.cross_attn = MultiHeadAttention.from_torch(module.multihead_attn)
         _copy_feed_forward(new.feed_forward, module)

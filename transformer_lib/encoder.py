@@ -49,18 +49,24 @@ class EncoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, module: nn.TransformerEncoderLayer) -> EncoderLayer:
         """A copy of a batch-first `nn.TransformerEncoderLayer` (relu or gelu, either norm order)."""
-        if not isinstance(module, nn.TransformerEncoderLayer):
-            raise TypeError(f"module must be an nn.TransformerEncoderLayer, got {type(module).__name__}")
-        if not module.self_attn.batch_first:
-            raise ValueError("module must be built with batch_first=True (this library is batch-first)")
-        new = cls(module.self_attn.embed_dim, module.self_attn.num_heads, module.linear1.out_features,
-                  dropout=module.dropout.p, activation=_torch_activation_name(module.activation),
-                  norm_first=module.norm_first, layer_norm_eps=module.norm1.eps)
+        new = cls(**_torch_layer_arguments(module, nn.TransformerEncoderLayer))
         new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
         _copy_feed_forward(new.feed_forward, module)
         _copy_norm(new.attn_sublayer.norm, module.norm1)
         _copy_norm(new.ff_sublayer.norm, module.norm2)
         return new.to(module.linear1.weight.device, module.linear1.weight.dtype)
+
+
+def _torch_layer_arguments(module: nn.Module, expected: type) -> dict:
+    """Constructor arguments of our layer for a batch-first torch encoder/decoder layer `module`."""
+    if not isinstance(module, expected):
+        raise TypeError(f"module must be an nn.{expected.__name__}, got {type(module).__name__}")
+    if not module.self_attn.batch_first:
+        raise ValueError("module must be built with batch_first=True (this library is batch-first)")
+    return dict(d_model=module.self_attn.embed_dim, nhead=module.self_attn.num_heads,
+                dim_feedforward=module.linear1.out_features, dropout=module.dropout.p,
+                activation=_torch_activation_name(module.activation), norm_first=module.norm_first,
+                layer_norm_eps=module.norm1.eps)
 
 
 def _torch_activation_name(activation) -> str:

@@ -5,6 +5,7 @@
 # %% ../notebooks/07_generation.ipynb #da57d1e2
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -131,11 +132,10 @@ def _forbid_specials(logits: Tensor, model: Transformer) -> Tensor:
     logits[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")   # never predicted
     return logits
 
-# %% ../notebooks/07_generation.ipynb #787a5d77
-@torch.no_grad()
-def greedy(model: Transformer, src: Tensor, max_new_tokens: int, use_cache: bool = True,
-           ignore_eos: bool = False) -> Tensor:
-    """Batched greedy decoding: src [B, S] -> ids [B, 1 + n], BOS first, PAD after each row's EOS."""
+# %% ../notebooks/07_generation.ipynb #e8740442
+def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callable[[Tensor], Tensor],
+            use_cache: bool, ignore_eos: bool = False) -> Tensor:
+    """The loop shared by greedy decoding and sampling: `choose` maps logits [B, V] to tokens [B]."""
     steps = _check_common(model, src, max_new_tokens)
     c = model.config
     model.eval()
@@ -143,13 +143,20 @@ def greedy(model: Transformer, src: Tensor, max_new_tokens: int, use_cache: bool
     out = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for _ in range(steps):
-        token = _forbid_specials(next_logits(out), model).argmax(-1).masked_fill(finished, c.pad_id)  # (B,)
+        token = choose(_forbid_specials(next_logits(out), model)).masked_fill(finished, c.pad_id)  # (B,)
         out = torch.cat([out, token[:, None]], dim=1)
         if not ignore_eos:
             finished |= token.eq(c.eos_id)
             if finished.all():
                 break
     return out
+
+
+@torch.no_grad()
+def greedy(model: Transformer, src: Tensor, max_new_tokens: int, use_cache: bool = True,
+           ignore_eos: bool = False) -> Tensor:
+    """Batched greedy decoding: src [B, S] -> ids [B, 1 + n], BOS first, PAD after each row's EOS."""
+    return _decode(model, src, max_new_tokens, lambda logits: logits.argmax(-1), use_cache, ignore_eos)
 
 # %% ../notebooks/07_generation.ipynb #64644593
 def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -177,24 +184,14 @@ def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: fl
            top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
            use_cache: bool = True) -> Tensor:
     """Batched sampling: src [B, S] -> ids [B, 1 + n]; seeded by `generator` (drawn on its device)."""
-    steps = _check_common(model, src, max_new_tokens)
     filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)    # validate early
-    c = model.config
-    model.eval()
-    next_logits = _NextToken(model, src, use_cache)
-    out = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)
-    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    for _ in range(steps):
-        logits = filter_logits(_forbid_specials(next_logits(out), model).float(), temperature, top_k, top_p)
-        probs = logits.softmax(-1)
+
+    def draw(logits: Tensor) -> Tensor:
+        probs = filter_logits(logits.float(), temperature, top_k, top_p).softmax(-1)
         where = generator.device if generator is not None else probs.device
-        token = torch.multinomial(probs.to(where), 1, generator=generator).squeeze(1).to(src.device)
-        token = token.masked_fill(finished, c.pad_id)
-        out = torch.cat([out, token[:, None]], dim=1)
-        finished |= token.eq(c.eos_id)
-        if finished.all():
-            break
-    return out
+        return torch.multinomial(probs.to(where), 1, generator=generator).squeeze(1).to(src.device)
+
+    return _decode(model, src, max_new_tokens, draw, use_cache)
 
 # %% ../notebooks/07_generation.ipynb #a7268ea5
 @torch.no_grad()

@@ -1,0 +1,120 @@
+"""The date task of chapter 9: vocabulary, data generation, splits and bad input."""
+
+import datetime
+
+import pytest
+import torch
+
+from transformer_lib.data import collate
+from transformer_lib.dates import (FORMATS, LOCALES, TARGET_VOCAB, CharVocab, DatePair, bucket_batches,
+                                   encode_pairs, make_date_pairs, render_date,
+                                   source_vocab, translate)
+from transformer_lib.generation import cross_attention_weights
+from transformer_lib.model import Transformer, TransformerConfig
+
+
+def test_vocab_round_trip_and_specials():
+    vocab = CharVocab.from_texts(["15. Februar 2019", "2019年2月15日", "пятница"])
+    assert (vocab.pad_id, vocab.bos_id, vocab.eos_id) == (0, 1, 2) and vocab.itos[:3] == list(CharVocab.specials)
+    for text in ("15. Februar 2019", "2019年2月15日", "пятница", ""):
+        ids = vocab.encode(text)
+        assert ids[-1] == vocab.eos_id and len(ids) == len(text) + 1
+        assert vocab.decode(ids) == text
+        assert vocab.decode((vocab.bos_id,) + ids + (0, 0, 5)) == text     # BOS skipped, stops at EOS
+    assert len(TARGET_VOCAB) == 14
+
+
+def test_vocab_bad_input():
+    vocab = CharVocab("abc")
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        vocab.encode("abd")
+    with pytest.raises(ValueError, match="outside the vocabulary of size"):
+        vocab.decode([3, 99])
+    with pytest.raises(ValueError, match="single characters"):
+        CharVocab(["ab", "c"])
+
+
+def test_determinism():
+    assert make_date_pairs(300, seed=7) == make_date_pairs(300, seed=7)
+    assert make_date_pairs(300, seed=7) != make_date_pairs(300, seed=8)
+    assert source_vocab().itos == source_vocab().itos
+
+
+def test_every_locale_and_format_writes_four_digit_years():
+    for locale in LOCALES:
+        for fmt in FORMATS:
+            for date in (datetime.date(1950, 1, 1), datetime.date(2049, 12, 31), datetime.date(2007, 7, 7)):
+                text = render_date(date, locale, fmt)
+                assert str(date.year) in text, (locale, fmt, text)
+    for locale in LOCALES:                                               # 'short' is forced to 4 digits
+        assert "2007" in render_date(datetime.date(2007, 7, 7), locale, "short")
+    pairs = make_date_pairs(2000, seed=0)
+    assert {p.locale for p in pairs} == set(LOCALES) and {p.format for p in pairs} == set(FORMATS)
+    assert all(p.target[:4] in p.source for p in pairs)
+
+
+def test_targets_are_iso_dates_in_range():
+    pairs = make_date_pairs(1000, seed=1, year_range=(1999, 2001))
+    for p in pairs:
+        assert isinstance(p, DatePair)
+        date = datetime.date.fromisoformat(p.target)
+        assert date.isoformat() == p.target and 1999 <= date.year <= 2001
+
+
+def test_split_disjoint_and_no_ambiguous_source():
+    test = make_date_pairs(500, seed=1)
+    train = make_date_pairs(5000, seed=0, exclude={p.target for p in test})
+    assert not {p.target for p in train} & {p.target for p in test}
+    meaning = {}
+    for p in train + test:
+        assert meaning.setdefault(p.source, p.target) == p.target
+
+
+def test_encode_and_bucket_batches():
+    vocab = source_vocab()
+    ids = encode_pairs(make_date_pairs(600, seed=2), vocab)
+    assert all(t[-1] == 2 and len(t) == 11 for _, t in ids)
+    batches = list(bucket_batches(ids, 64, generator=torch.Generator().manual_seed(0), bucket=4))
+    assert sum(len(b.src) for b in batches) == 600
+    rows = sorted(tuple(r[r != 0].tolist()) for b in batches for r in b.src)
+    assert rows == sorted(s for s, _ in ids)
+
+
+def test_translate_and_attention_shapes():
+    vocab = source_vocab()
+    config = TransformerConfig(len(vocab), len(TARGET_VOCAB), d_model=16, nhead=2, num_encoder_layers=1,
+                               num_decoder_layers=2, dim_feedforward=32, dropout=0.0, max_len=64)
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    out = translate(model, ["15. Februar 2019", "2019年2月15日"], vocab)
+    assert len(out) == 2 and all(set(o) <= set("0123456789-") for o in out)
+    batch = collate(encode_pairs(make_date_pairs(3, seed=0), vocab))
+    maps = cross_attention_weights(model, batch.src, batch.tgt_in)
+    assert len(maps) == 2
+    for w in maps:
+        assert w.shape == (3, batch.tgt_in.shape[1], batch.src.shape[1])
+        assert torch.allclose(w.sum(-1), torch.ones(3, batch.tgt_in.shape[1]), atol=1e-5)
+        assert torch.all(w[batch.src.eq(0)[:, None, :].expand_as(w)] == 0)    # no attention on padding
+
+
+@pytest.mark.parametrize("kwargs, argument", [
+    ({"locales": ("en", "xx_NOPE")}, "locales"),
+    ({"locales": ()}, "locales"),
+    ({"locales": "en"}, "locales"),
+    ({"year_range": (50, 99)}, "year_range"),
+    ({"year_range": (1999, 12345)}, "year_range"),
+    ({"year_range": (2001, 1999)}, "year_range"),
+    ({"year_range": (1999,)}, "year_range"),
+    ({"formats": ()}, "formats"),
+    ({"formats": ("dd.MM.yy",)}, "formats"),
+    ({"num": 0}, "num"),
+])
+def test_bad_input_names_the_argument(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        make_date_pairs(**{"num": 10, **kwargs})
+
+
+def test_exclude_everything():
+    with pytest.raises(ValueError, match="exclude"):
+        make_date_pairs(5, year_range=(2000, 2000),
+                        exclude={(datetime.date(2000, 1, 1) + datetime.timedelta(k)).isoformat() for k in range(366)})

@@ -5,16 +5,13 @@
 # %% ../notebooks/05_decoder.ipynb #5d3872b5
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .encoder import _copy_feed_forward, _copy_norm, _reset_all, _torch_layer_arguments
+from .encoder import _copy_feed_forward, _copy_norm, _independent_copies, _torch_layer_arguments
 from .feedforward import FeedForward
 from .norm import ResidualSublayer
-from .utils import check_positive_int, check_shape
 
 # %% auto #0
 __all__ = ['DecoderLayer', 'Decoder']
@@ -78,12 +75,7 @@ class Decoder(nn.Module):
 
     def __init__(self, layer: DecoderLayer, num_layers: int, norm: nn.Module | None = None):
         super().__init__()
-        num_layers = check_positive_int(num_layers, "num_layers")
-        self.layers = nn.ModuleList()
-        for _ in range(num_layers):
-            clone = copy.deepcopy(layer)
-            _reset_all(clone)
-            self.layers.append(clone)
+        self.layers = _independent_copies(layer, num_layers)
         self.norm = norm
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,

@@ -99,6 +99,14 @@ def _reset_all(module: nn.Module) -> None:
                 break
 
 
+def _independent_copies(layer: nn.Module, num_layers: int) -> nn.ModuleList:
+    """`num_layers` deep copies of `layer`, each re-initialised: same configuration, own parameters."""
+    copies = nn.ModuleList(copy.deepcopy(layer) for _ in range(check_positive_int(num_layers, "num_layers")))
+    for clone in copies:
+        _reset_all(clone)
+    return copies
+
+
 class Encoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional final `norm`.
 
@@ -107,12 +115,7 @@ class Encoder(nn.Module):
 
     def __init__(self, layer: EncoderLayer, num_layers: int, norm: nn.Module | None = None):
         super().__init__()
-        num_layers = check_positive_int(num_layers, "num_layers")
-        self.layers = nn.ModuleList()
-        for _ in range(num_layers):
-            clone = copy.deepcopy(layer)
-            _reset_all(clone)
-            self.layers.append(clone)
+        self.layers = _independent_copies(layer, num_layers)
         self.norm = norm
 
     def forward(self, src: torch.Tensor, mask: torch.Tensor | None = None,

@@ -361,5 +361,6 @@ d = { 'settings': { 'branch': 'main',
                                                                                     'transformer_lib/utils.py'),
                                        'transformer_lib.utils.check_shape': ('conventions.html#check_shape', 'transformer_lib/utils.py'),
                                        'transformer_lib.utils.get_device': ('conventions.html#get_device', 'transformer_lib/utils.py'),
+                                       'transformer_lib.utils.glue': ('conventions.html#glue', 'transformer_lib/utils.py'),
                                        'transformer_lib.utils.seed_everything': ( 'conventions.html#seed_everything',
                                                                                   'transformer_lib/utils.py')}}}

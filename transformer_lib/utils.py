@@ -13,7 +13,7 @@ from numbers import Integral, Real
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_ENV_VAR', 'get_device', 'seed_everything', 'check_positive_int', 'check_probability', 'check_shape']
+__all__ = ['DEVICE_ENV_VAR', 'get_device', 'seed_everything', 'glue', 'check_positive_int', 'check_probability', 'check_shape']
 
 # %% ../notebooks/00_conventions.ipynb #cfd86401
 DEVICE_ENV_VAR = "TT_DEVICE"
@@ -50,6 +50,21 @@ def seed_everything(seed: int) -> torch.Generator:
     else:
         np.random.seed(seed)
     return torch.Generator().manual_seed(seed)
+
+# %% ../notebooks/00_conventions.ipynb #b3dbb6db
+def glue(name: str, value: object, display: bool = False) -> object:
+    """Record `value` under `name` for the book's prose, where {glue:text}`name` shows it.
+
+    myst-nb reads the recorded value when it builds the page, so a number quoted in the text is
+    the number this run computed. Where myst-nb is not installed (e.g. Colab), nothing is
+    recorded. Returns `value`.
+    """
+    try:
+        from myst_nb import glue as record
+    except ImportError:
+        return value
+    record(name, value, display=display)
+    return value
 
 # %% ../notebooks/00_conventions.ipynb #43666e4b
 def check_positive_int(value, name: str, *, allow_zero: bool = False) -> int:

@@ -14,7 +14,8 @@ NBVAL_MODE = $(shell $(BIN)/python -c "import torch; print('--nbval-lax' if torc
 CHROMIUM_CMDS := chromium chromium-browser google-chrome
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup book test export-check executed-check pytest-lib pytest-nb book-build browser-setup browser-test clean
+.PHONY: setup book test test-gpu export-check executed-check pytest-lib pytest-nb pytest-nb-reader \
+	pytest-floor book-build browser-setup browser-test clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +33,8 @@ test: setup browser-setup
 	$(MAKE) --no-print-directory executed-check
 	$(MAKE) --no-print-directory pytest-lib
 	$(MAKE) --no-print-directory pytest-nb
-	$(MAKE) --no-print-directory book-build
+	$(MAKE) --no-print-directory pytest-nb-reader
+	$(MAKE) --no-print-directory -j2 --output-sync=target pytest-floor book-build
 	$(MAKE) --no-print-directory browser-test
 	@echo "make test: all gates passed"
 
@@ -64,6 +66,30 @@ pytest-nb:
 	$(WORKER_THREADS) $(NBVAL) -n auto --dist loadfile $(filter-out $(TIMED_NOTEBOOKS),$(wildcard notebooks/*.ipynb))
 	$(WORKER_THREADS) $(NBVAL) $(TIMED_NOTEBOOKS)
 
+# 3c. Every notebook again as a reader runs it: one at a time, with the machine's default thread
+#     count, and PyTorch's non-vectorized CPU kernels (ATEN_CPU_CAPABILITY=default), which round
+#     like another processor. Outputs may differ from the stored ones; every assert must hold.
+READER = env -u OMP_NUM_THREADS ATEN_CPU_CAPABILITY=default
+pytest-nb-reader:
+	$(READER) $(BIN)/python -m pytest --nbval-lax --nbval-current-env -q -p no:cacheprovider notebooks/*.ipynb
+
+# 3d. The oldest torch that pyproject.toml allows: the library tests in a second venv.
+#     PyPI's Linux wheels of that torch are CUDA builds; they run on a machine without a GPU.
+#     (NumPy < 2: torch 2.2 was built against NumPy 1.)
+TORCH_FLOOR := $(shell sed -n 's/.*"torch>=\([0-9.]*\)".*/\1/p' pyproject.toml)
+FLOOR_VENV  := .venv-torch$(TORCH_FLOOR)
+FLOOR_STAMP := $(FLOOR_VENV)/.installed
+$(FLOOR_STAMP): pyproject.toml
+	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_FLOOR).*" \
+		"numpy<2" $$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis)==' requirements.txt)
+	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $@
+pytest-floor: $(FLOOR_STAMP)
+	$(WORKER_THREADS) $(FLOOR_VENV)/bin/python -m pytest tests -n auto -q -p no:cacheprovider \
+		--ignore tests/test_contract.py --ignore tests/test_browser_test.py
+	@echo "torch floor: the library tests pass with torch $$($(FLOOR_VENV)/bin/python -c 'import torch; print(torch.__version__)')"
+
 # 4. The HTML book, warnings are errors.
 book-build:
 	$(BIN)/jupyter-book build . -W --keep-going
@@ -79,6 +105,16 @@ browser-setup:
 #    the Colab link names the chapter (screenshots in _build/screenshots/).
 browser-test: setup browser-setup
 	$(BIN)/python tools/browser_test.py _build/html
+
+# On a CUDA machine, in the *current* Python environment (it brings its own CUDA build of torch:
+# no venv, nothing installed): the library tests, then every notebook's asserts (--nbval-lax).
+GPU_PYTHON ?= python3
+test-gpu:
+	$(GPU_PYTHON) tools/check_environment.py --gpu
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests -q -p no:cacheprovider
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest --nbval-lax --nbval-current-env \
+		-q -p no:cacheprovider notebooks/*.ipynb
+	@echo "make test-gpu: all gates passed"
 
 clean:
 	rm -rf _build

@@ -1,7 +1,8 @@
 """Greedy decoding with and without the KV cache, same model, side by side.
 
 Usage: python bench/kv_cache.py [--quick]
-Prints the median time of each and the speed-up for 32, 128 and 256 new tokens (goal: >= 3x at 128 on CPU).
+Prints the median time of each and the speed-up for 32, 128 and 256 new tokens (goal: >= 3x at 128 on CPU),
+and writes them to bench/results/kv_cache-<device>.json (not with --quick).
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import median_times  # noqa: E402
+from _record import write_result  # noqa: E402
 
+from transformer_lib.cost import benchmark  # noqa: E402
 from transformer_lib.generation import greedy  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
@@ -33,11 +35,17 @@ def main() -> None:
     repeats = 3 if args.quick else 5
     print(f"device={device.type} threads={torch.get_num_threads()} model: d=256, 2+2 layers, batch 4, source 32 tokens")
     print(f"{'new tokens':>10} {'no cache (s)':>13} {'KV cache (s)':>13} {'speed-up':>9}")
+    rows = []
     for n in lengths:
-        t = median_times({"plain": lambda: greedy(model, src, n, use_cache=False, ignore_eos=True),
-                          "cached": lambda: greedy(model, src, n, use_cache=True, ignore_eos=True)},
-                         repeats=repeats)
-        print(f"{n:>10} {t['plain']:>13.3f} {t['cached']:>13.3f} {t['plain'] / t['cached']:>8.1f}x")
+        # alternating runs, CUDA synchronized around each: the noise hits both alike
+        plain, cached = benchmark([lambda: greedy(model, src, n, use_cache=False, ignore_eos=True),
+                                   lambda: greedy(model, src, n, use_cache=True, ignore_eos=True)],
+                                  repeats=repeats, warmup=1, device=device)
+        rows.append({"new_tokens": n, "no_cache_s": plain, "kv_cache_s": cached, "speedup": plain / cached})
+        print(f"{n:>10} {plain:>13.3f} {cached:>13.3f} {plain / cached:>8.1f}x")
+    if not args.quick:
+        settings = {"d_model": 256, "layers": "2+2", "batch": 4, "source_tokens": 32, "repeats": repeats}
+        print(f"wrote {write_result('kv_cache', device, settings, rows)}")
 
 
 if __name__ == "__main__":

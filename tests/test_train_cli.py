@@ -28,7 +28,7 @@ def test_help():
     done = run(MODULE + ["--help"])
     assert done.returncode == 0, done.stderr
     for option in ("--task", "--steps", "--global-batch-size", "--lr", "--warmup", "--seed", "--size",
-                   "--d-model", "--layers", "--out", "--log-every", "--device", "torchrun"):
+                   "--d-model", "--layers", "--out", "--log-every", "--device", "--precision", "torchrun"):
         assert option in done.stdout
 
 
@@ -51,20 +51,29 @@ def test_bad_arguments_exit_with_a_message_naming_the_option(argv, world_size, o
 
 
 def test_two_processes_follow_the_single_process_loss(tmp_path: Path):
-    one = run(MODULE + SHORT + ["--out", str(tmp_path / "one")])
-    assert one.returncode == 0, one.stderr[-3000:]
-    two = run(TORCHRUN_2 + SHORT + ["--out", str(tmp_path / "two")], timeout=180)
-    assert two.returncode == 0, two.stderr[-3000:]
-    logs = [json.loads((tmp_path / name / "log.json").read_text()) for name in ("one", "two")]
-    assert [log["world_size"] for log in logs] == [1, 2]
-    a, b = (torch.tensor(log["loss"]) for log in logs)
-    assert len(a) == len(b) == 30
-    assert a[-1] < a[0]
-    assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), (a - b).abs().max()
-    assert logs[0]["lr"] == logs[1]["lr"]
-    # rank 0 alone logs and writes: one header line, one checkpoint and one log
-    assert two.stdout.count("2 process(es)") == 1
-    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["checkpoint.pt", "log.json"]
+    logs = {}
+    for precision in ("fp32", "fp64"):
+        for name, command in (("one", MODULE), ("two", TORCHRUN_2)):
+            out = tmp_path / f"{name}-{precision}"
+            done = run(command + SHORT + ["--precision", precision, "--out", str(out)], timeout=180)
+            assert done.returncode == 0, done.stderr[-3000:]
+            logs[name, precision] = json.loads((out / "log.json").read_text())
+            if name == "two":      # rank 0 alone logs and writes: one header line, one checkpoint and one log
+                assert done.stdout.count("2 process(es)") == 1
+                assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "log.json"]
+    assert [logs[n, "fp32"]["world_size"] for n in ("one", "two")] == [1, 2]
+    assert logs["one", "fp32"]["lr"] == logs["two", "fp32"]["lr"]
+    curves = {key: [torch.tensor(log[q], dtype=torch.float64) for q in ("loss", "grad_norm")]
+              for key, log in logs.items()}
+    a, b = curves["one", "fp32"][0], curves["two", "fp32"][0]
+    assert len(a) == len(b) == 30 and a[-1] < a[0]
+    for q in (0, 1):
+        # float32: the first step is the same sums in another order (later steps amplify rounding)
+        first = [curves[n, "fp32"][q][0].item() for n in ("one", "two")]
+        assert abs(first[0] - first[1]) <= 1e-5 * abs(first[0]), first
+        # float64: the whole trajectory
+        x, y = curves["one", "fp64"][q], curves["two", "fp64"][q]
+        assert torch.allclose(x, y, rtol=1e-10, atol=0), (x - y).abs().max()
     from transformer_lib.training import load_checkpoint
-    model, extra = load_checkpoint(tmp_path / "two" / "checkpoint.pt", with_extra=True)
+    model, extra = load_checkpoint(tmp_path / "two-fp32" / "checkpoint.pt", with_extra=True)
     assert extra["world_size"] == 2 and extra["step"] == 30 and model.config.d_model == 32

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -28,9 +29,9 @@ from .training import (TrainingConfig, evaluate_loss, exact_match, make_optimize
 from .utils import get_device, seed_everything
 
 # %% auto #0
-__all__ = ['SIZES', 'TASKS', 'DistContext', 'torchrun_env', 'backend_for', 'setup_distributed', 'cleanup_distributed',
-           'rank_batches', 'all_reduce_sum', 'global_token_loss', 'Task', 'make_task', 'model_config',
-           'train_distributed', 'evaluate', 'make_parser', 'parse_args', 'main']
+__all__ = ['SIZES', 'TASKS', 'PRECISIONS', 'DistContext', 'torchrun_env', 'backend_for', 'setup_distributed',
+           'cleanup_distributed', 'rank_batches', 'all_reduce_sum', 'global_token_loss', 'Task', 'make_task',
+           'model_config', 'train_distributed', 'evaluate', 'make_parser', 'parse_args', 'main']
 
 # %% ../notebooks/10_scaling_out.ipynb #6cbbe44c
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def global_token_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 
     """
     count = labels.ne(pad_id).sum()
     local_sum = sequence_loss(logits, labels, pad_id, label_smoothing) * count
-    totals = all_reduce_sum(torch.stack([local_sum.detach().float(), count.float()]))
+    totals = all_reduce_sum(torch.stack([local_sum.detach(), count.to(local_sum.dtype)]))
     global_sum, global_count = totals[0], totals[1].clamp(min=1)
     return local_sum * (world_size / global_count), global_sum / global_count
 
@@ -135,6 +136,7 @@ SIZES = {
     "base": dict(d_model=512, nhead=8, num_layers=6, dim_feedforward=2048),
 }
 TASKS = ("reversal", "dates")
+PRECISIONS = {"fp32": torch.float32, "fp64": torch.float64}
 
 
 @dataclass
@@ -188,7 +190,7 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext) -> dict:
                             weight_decay=args.weight_decay, label_smoothing=args.label_smoothing,
                             clip=args.clip if args.clip > 0 else None, seed=args.seed)
     _ = seed_everything(args.seed)                           # the same initial weights on every rank
-    model = Transformer(config).to(ctx.device)
+    model = Transformer(config).to(ctx.device, PRECISIONS[args.precision])
     torch.manual_seed(args.seed + ctx.rank)                  # dropout: different masks on different ranks
     wrapped = model
     if dist.is_initialized():
@@ -198,8 +200,8 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext) -> dict:
     say = print if ctx.is_main else (lambda *a, **k: None)
     say(f"{args.task}: {len(task.train):,} training pairs, {model.num_parameters():,} parameters; "
         f"{ctx.world_size} process(es) on {ctx.device.type}, global batch {args.global_batch_size} = "
-        f"{ctx.world_size} x {args.global_batch_size // ctx.world_size}", flush=True)
-    losses, lrs, epoch, start = [], [], 0, time.perf_counter()
+        f"{ctx.world_size} x {args.global_batch_size // ctx.world_size}, {args.precision}", flush=True)
+    losses, grad_norms, lrs, epoch, start = [], [], [], 0, time.perf_counter()
     wrapped.train()
     while len(losses) < args.steps:
         for src, tgt_in, labels in rank_batches(task.train, args.global_batch_size, ctx.rank, ctx.world_size,
@@ -209,8 +211,8 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext) -> dict:
             loss, logged = global_token_loss(wrapped(src, tgt_in), labels, config.pad_id,
                                              recipe.label_smoothing, ctx.world_size)
             loss.backward()                                  # DDP averages the gradients over the ranks here
-            if recipe.clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
+            # the norm of the global gradient, before clipping (max_norm inf only measures it)
+            grad_norms.append(nn.utils.clip_grad_norm_(model.parameters(), recipe.clip or math.inf))
             lrs.append(scheduler.get_last_lr()[0])
             optimizer.step()
             scheduler.step()
@@ -224,7 +226,8 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext) -> dict:
         epoch += 1
     seconds = time.perf_counter() - start
     log = {"task": args.task, "world_size": ctx.world_size, "global_batch_size": args.global_batch_size,
-           "steps": args.steps, "seed": args.seed, "loss": [x.item() for x in losses], "lr": lrs,
+           "steps": args.steps, "seed": args.seed, "precision": args.precision,
+           "loss": [x.item() for x in losses], "grad_norm": [g.item() for g in grad_norms], "lr": lrs,
            "seconds": seconds, "config": config.to_dict()}
     if ctx.is_main:
         log.update(evaluate(model, task))
@@ -297,6 +300,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-smoothing", type=_number_at_least(0.0, False), default=0.0)
     p.add_argument("--clip", type=_number_at_least(0.0, False), default=1.0, help="max gradient norm; 0: none")
     p.add_argument("--dropout", type=_number_at_least(0.0, False), default=0.0)
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32",
+                   help="dtype of weights and arithmetic; fp64 for exact comparisons of runs")
     p.add_argument("--seed", type=natural, default=0, help="initial weights and batch order")
     p.add_argument("--data-seed", type=natural, default=0, help="the generated data set")
     p.add_argument("--train-size", type=positive, default=20_000, help="training pairs")

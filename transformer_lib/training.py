@@ -38,7 +38,8 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
     label_smoothing = check_probability(label_smoothing, "label_smoothing")
     if not labels.ne(pad_id).any():
         return logits.sum() * 0.0                      # nothing to learn; keeps the graph, avoids 0/0
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=pad_id,
+    wide = torch.promote_types(logits.dtype, torch.float32)   # at least float32; float64 stays
+    return F.cross_entropy(logits.flatten(0, 1).to(wide), labels.flatten(), ignore_index=pad_id,
                            label_smoothing=label_smoothing)
 
 # %% ../notebooks/06b_training_loop.ipynb #5d6d539d

@@ -28,7 +28,8 @@ def test_help():
     done = run(MODULE + ["--help"])
     assert done.returncode == 0, done.stderr
     for option in ("--task", "--steps", "--global-batch-size", "--lr", "--warmup", "--seed", "--size",
-                   "--d-model", "--layers", "--out", "--log-every", "--device", "--precision", "torchrun"):
+                   "--d-model", "--layers", "--out", "--log-every", "--device", "--precision", "--resume",
+                   "--checkpoint-every", "torchrun"):
         assert option in done.stdout
 
 

@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,14 +26,16 @@ from torch.utils.data import DataLoader, DistributedSampler
 from .data import Batch, Pair, batches, collate, make_reversal_data
 from .generation import greedy
 from .model import Transformer, TransformerConfig
-from .training import (TrainingConfig, evaluate_loss, exact_match, make_optimizer,
-                                      make_scheduler, save_checkpoint, sequence_loss)
+from .training import (TrainingConfig, evaluate_loss, exact_match, load_checkpoint,
+                                      make_optimizer, make_scheduler, rng_state, save_checkpoint,
+                                      sequence_loss)
 from .utils import get_device, seed_everything
 
 # %% auto #0
-__all__ = ['SIZES', 'TASKS', 'PRECISIONS', 'DistContext', 'torchrun_env', 'backend_for', 'setup_distributed',
-           'cleanup_distributed', 'rank_batches', 'all_reduce_sum', 'global_token_loss', 'Task', 'make_task',
-           'model_config', 'train_distributed', 'evaluate', 'make_parser', 'parse_args', 'main']
+__all__ = ['SIZES', 'TASKS', 'PRECISIONS', 'CHECKPOINT_NAME', 'FREE_OPTIONS', 'DistContext', 'torchrun_env', 'backend_for',
+           'setup_distributed', 'cleanup_distributed', 'rank_batches', 'all_reduce_sum', 'global_token_loss', 'Task',
+           'make_task', 'model_config', 'ResumeError', 'run_settings', 'settings_mismatch', 'StopRequest',
+           'write_checkpoint', 'resume', 'train_distributed', 'evaluate', 'make_parser', 'parse_args', 'main']
 
 # %% ../notebooks/10_scaling_out.ipynb #6cbbe44c
 @dataclass(frozen=True)
@@ -104,8 +108,10 @@ def rank_batches(pairs: Sequence[Pair], global_batch_size: int, rank: int = 0, w
     sampler = DistributedSampler(pairs, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
                                  drop_last=True)
     sampler.set_epoch(epoch)                      # a different permutation each epoch, the same on every rank
+    # its own generator: making an iterator draws a seed, which must not come from the global
+    # generator that dropout draws from (a resumed run makes one more iterator than the original)
     return iter(DataLoader(pairs, batch_size=global_batch_size // world_size, sampler=sampler,
-                           collate_fn=collate, drop_last=True))
+                           collate_fn=collate, drop_last=True, generator=torch.Generator().manual_seed(seed)))
 
 # %% ../notebooks/10_scaling_out.ipynb #ce34573b
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
@@ -181,9 +187,101 @@ def model_config(task: Task, size: str = "tiny", d_model: int | None = None, hea
                              dim_feedforward=preset["dim_feedforward"] if ff is None else ff,
                              dropout=dropout, max_len=64)
 
+# %% ../notebooks/10_scaling_out.ipynb #c05649b0
+CHECKPOINT_NAME = "checkpoint.pt"
+# options that do not change what a run computes: a resumed run may change them
+FREE_OPTIONS = ("steps", "log_every", "out", "resume", "checkpoint_every", "device")
+
+
+class ResumeError(ValueError):
+    """A checkpoint that this run cannot continue from (unreadable, or from another run)."""
+
+
+def run_settings(args: argparse.Namespace, world_size: int) -> dict:
+    """What a run computes from: every option but FREE_OPTIONS, and the world size."""
+    return {**{k: v for k, v in vars(args).items() if k not in FREE_OPTIONS}, "world_size": world_size}
+
+
+def settings_mismatch(saved: Mapping, current: Mapping) -> list[str]:
+    """'name: checkpoint X, this run Y' for every setting that differs."""
+    return [f"{k}: checkpoint {saved.get(k)!r}, this run {current.get(k)!r}"
+            for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
+
+
+class StopRequest:
+    """SIGTERM or SIGINT (Ctrl-C) become a request to stop after the current step.
+
+    `requested()` is agreed by all ranks (a one-number all-reduce under torchrun), so that every
+    rank stops after the same step and rank 0 can write a checkpoint that all of them reached.
+    """
+
+    def __enter__(self) -> StopRequest:
+        self.signum = 0
+        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        self.signum = signum
+
+    def requested(self, device: torch.device) -> int:
+        """The signal received by any rank, or 0."""
+        if not dist.is_initialized():
+            return self.signum
+        flag = torch.tensor([self.signum], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item())
+
+
+def write_checkpoint(out: Path, model: Transformer, optimizer, scheduler, ctx: DistContext,
+                     **extra) -> None:
+    """Rank 0 writes out/checkpoint.pt atomically, with every rank's generator states; all wait."""
+    states = [rng_state()]
+    if dist.is_initialized():
+        states = [None] * ctx.world_size
+        dist.all_gather_object(states, rng_state())
+    if ctx.is_main:
+        save_checkpoint(out / CHECKPOINT_NAME, model, optimizer=optimizer, scheduler=scheduler,
+                        rng=states, **extra)
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def resume(out: Path, settings: dict, model: Transformer, optimizer, scheduler, ctx: DistContext,
+           restore_rng: bool = True) -> dict:
+    """Load out/checkpoint.pt into the model, optimizer, scheduler (and this rank's generators).
+
+    Checks first that it was written by a run with the same settings: nothing is changed if not.
+    Returns its `extra` (step, losses so far, ...).
+    """
+    path = out / CHECKPOINT_NAME
+    try:
+        _, saved = load_checkpoint(path, "cpu", with_extra=True)
+    except (OSError, ValueError) as err:
+        raise ResumeError(str(err)) from err
+    differ = settings_mismatch(saved.get("settings", {}), settings)
+    if differ:
+        raise ResumeError(f"{path} was written by another run: {'; '.join(differ)}")
+    try:
+        load_checkpoint(path, ctx.device, model=model, optimizer=optimizer, scheduler=scheduler,
+                        restore_rng=restore_rng, rank=ctx.rank)
+    except ValueError as err:
+        raise ResumeError(str(err)) from err
+    return saved
+
 # %% ../notebooks/10_scaling_out.ipynb #abeb8986
-def train_distributed(args: argparse.Namespace, ctx: DistContext) -> dict:
-    """Train as configured by `args` (see `parse_args`) on this rank; rank 0 writes log.json and checkpoint.pt."""
+def train_distributed(args: argparse.Namespace, ctx: DistContext,
+                      restore: tuple[str, ...] = ("rng", "data")) -> dict:
+    """Train as configured by `args` (see `parse_args`) on this rank.
+
+    Rank 0 writes out/checkpoint.pt every `--checkpoint-every` steps, at the end and on SIGTERM or
+    Ctrl-C, and out/log.json at the end. With `--resume` the run continues from the checkpoint;
+    `restore` names what that puts back besides weights, optimizer and scheduler: the generators
+    ('rng') and the position in the data order ('data'). (The book leaves one out to show why.)
+    """
     task = make_task(args.task, args.train_size, args.valid_size, args.data_seed)
     config = model_config(task, args.size, args.d_model, args.heads, args.layers, args.ff, args.dropout)
     recipe = TrainingConfig(steps=args.steps, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
@@ -197,49 +295,71 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext) -> dict:
         wrapped = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
     optimizer = make_optimizer(model, recipe)
     scheduler = make_scheduler(optimizer, recipe)
+    settings, out = run_settings(args, ctx.world_size), None if args.out is None else Path(args.out)
+    losses, grad_norms, lrs = [], [], []
+    if args.resume:
+        saved = resume(out, settings, model, optimizer, scheduler, ctx, restore_rng="rng" in restore)
+        losses, grad_norms, lrs = saved["loss"], saved["grad_norm"], saved["lr"]
+    if ctx.is_main and out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob(f".{CHECKPOINT_NAME}.tmp-*"):      # left by a process killed mid-write
+            stale.unlink()
     say = print if ctx.is_main else (lambda *a, **k: None)
     say(f"{args.task}: {len(task.train):,} training pairs, {model.num_parameters():,} parameters; "
         f"{ctx.world_size} process(es) on {ctx.device.type}, global batch {args.global_batch_size} = "
-        f"{ctx.world_size} x {args.global_batch_size // ctx.world_size}, {args.precision}", flush=True)
-    losses, grad_norms, lrs, epoch, start = [], [], [], 0, time.perf_counter()
+        f"{ctx.world_size} x {args.global_batch_size // ctx.world_size}, {args.precision}"
+        + (f"; resumed after step {len(losses)}" if args.resume else ""), flush=True)
+    step, stopped, start = len(losses), 0, time.perf_counter()
+    epoch, used = divmod(step, len(task.train) // args.global_batch_size) if "data" in restore else (0, 0)
+
+    def checkpoint() -> None:
+        write_checkpoint(out, model, optimizer, scheduler, ctx, task=args.task, step=step,
+                         world_size=ctx.world_size, global_batch_size=args.global_batch_size,
+                         settings=settings, loss=[float(x) for x in losses],
+                         grad_norm=[float(g) for g in grad_norms], lr=lrs)
+
     wrapped.train()
-    while len(losses) < args.steps:
-        for src, tgt_in, labels in rank_batches(task.train, args.global_batch_size, ctx.rank, ctx.world_size,
-                                                args.seed, epoch):
-            src, tgt_in, labels = src.to(ctx.device), tgt_in.to(ctx.device), labels.to(ctx.device)
-            optimizer.zero_grad(set_to_none=True)
-            loss, logged = global_token_loss(wrapped(src, tgt_in), labels, config.pad_id,
-                                             recipe.label_smoothing, ctx.world_size)
-            loss.backward()                                  # DDP averages the gradients over the ranks here
-            # the norm of the global gradient, before clipping (max_norm inf only measures it)
-            grad_norms.append(nn.utils.clip_grad_norm_(model.parameters(), recipe.clip or math.inf))
-            lrs.append(scheduler.get_last_lr()[0])
-            optimizer.step()
-            scheduler.step()
-            losses.append(logged)
-            step = len(losses)
-            if step % args.log_every == 0 or step == args.steps:
-                say(f"step {step:>6}  loss {logged.item():.4f}  lr {lrs[-1]:.2e}  "
-                    f"{time.perf_counter() - start:.1f} s", flush=True)
-            if step == args.steps:
-                break
-        epoch += 1
+    with StopRequest() as stop:
+        while step < args.steps and not stopped:
+            shards = rank_batches(task.train, args.global_batch_size, ctx.rank, ctx.world_size, args.seed, epoch)
+            for src, tgt_in, labels in itertools.islice(shards, used, None):   # skip the used ones
+                src, tgt_in, labels = src.to(ctx.device), tgt_in.to(ctx.device), labels.to(ctx.device)
+                optimizer.zero_grad(set_to_none=True)
+                loss, logged = global_token_loss(wrapped(src, tgt_in), labels, config.pad_id,
+                                                 recipe.label_smoothing, ctx.world_size)
+                loss.backward()                              # DDP averages the gradients over the ranks here
+                # the norm of the global gradient, before clipping (max_norm inf only measures it)
+                grad_norms.append(nn.utils.clip_grad_norm_(model.parameters(), recipe.clip or math.inf))
+                lrs.append(scheduler.get_last_lr()[0])
+                optimizer.step()
+                scheduler.step()
+                losses.append(logged)
+                step += 1
+                if step % args.log_every == 0 or step == args.steps:
+                    say(f"step {step:>6}  loss {logged.item():.4f}  lr {lrs[-1]:.2e}  "
+                        f"{time.perf_counter() - start:.1f} s", flush=True)
+                stopped = stop.requested(ctx.device)
+                periodic = args.checkpoint_every and step % args.checkpoint_every == 0
+                if out is not None and (periodic or stopped or step == args.steps):
+                    checkpoint()
+                if stopped or step == args.steps:
+                    break
+            epoch, used = epoch + 1, 0
     seconds = time.perf_counter() - start
     log = {"task": args.task, "world_size": ctx.world_size, "global_batch_size": args.global_batch_size,
-           "steps": args.steps, "seed": args.seed, "precision": args.precision,
-           "loss": [x.item() for x in losses], "grad_norm": [g.item() for g in grad_norms], "lr": lrs,
-           "seconds": seconds, "config": config.to_dict()}
+           "steps": step, "seed": args.seed, "precision": args.precision,
+           "loss": [float(x) for x in losses], "grad_norm": [float(g) for g in grad_norms], "lr": lrs,
+           "seconds": seconds, "config": config.to_dict(), "stopped_by": stopped}
+    if stopped:
+        say(f"stopped by signal {stopped} after step {step}"
+            + (f"; {out / CHECKPOINT_NAME} holds it: continue with --resume" if out else ""), flush=True)
+        return log
     if ctx.is_main:
         log.update(evaluate(model, task))
         say(f"validation loss {log['valid_loss']:.4f}, exact match {log['valid_exact_match']:.1%}", flush=True)
-        if args.out is not None:
-            out = Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
-            save_checkpoint(out / "checkpoint.pt", model, task=args.task, step=args.steps,
-                            world_size=ctx.world_size, global_batch_size=args.global_batch_size,
-                            train_loss=log["loss"][-1], valid_loss=log["valid_loss"])
+        if out is not None:
             (out / "log.json").write_text(json.dumps(log, indent=1))
-            say(f"wrote {out / 'checkpoint.pt'} and {out / 'log.json'}", flush=True)
+            say(f"wrote {out / CHECKPOINT_NAME} and {out / 'log.json'}", flush=True)
     return log
 
 
@@ -313,6 +433,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--ff", type=positive, default=None, help="override the feed-forward width")
     p.add_argument("--device", default=None, help="cpu, cuda (each rank uses cuda:LOCAL_RANK); default: get_device()")
     p.add_argument("--out", default=None, help="folder for checkpoint.pt and log.json (rank 0)")
+    p.add_argument("--checkpoint-every", type=natural, default=0,
+                   help="also write checkpoint.pt every this many steps (0: at the end only)")
+    p.add_argument("--resume", action="store_true", help="continue from checkpoint.pt in --out")
     p.add_argument("--log-every", type=positive, default=100, help="print the loss every this many steps")
     return p
 
@@ -331,6 +454,13 @@ def parse_args(argv: Sequence[str] | None = None, world_size: int | None = None)
     if args.dropout >= 1 or args.label_smoothing >= 1:
         parser.error(f"argument --dropout/--label-smoothing: must be < 1, got {args.dropout} and "
                      f"{args.label_smoothing}")
+    out = None if args.out is None else Path(args.out)
+    if out is not None and out.exists() and not out.is_dir():
+        parser.error(f"argument --out: {out} is a file, expected a folder")
+    if out is None and (args.resume or args.checkpoint_every):
+        parser.error("argument --resume/--checkpoint-every: needs --out, the folder of checkpoint.pt")
+    if args.resume and not (out / CHECKPOINT_NAME).is_file():
+        parser.error(f"argument --resume: there is no {CHECKPOINT_NAME} in {out} to continue from")
     try:
         get_device(args.device)
         model_config(Task(args.task, [], [], 20, 20), args.size, args.d_model, args.heads, args.layers, args.ff)
@@ -345,10 +475,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     ctx = setup_distributed(args.device)
     try:
-        train_distributed(args, ctx)
+        log = train_distributed(args, ctx)
+    except ResumeError as err:             # every rank reads the same file, so every rank stops here
+        print(f"{make_parser().prog}: error: argument --resume: {err}", file=sys.stderr)
+        return 2
     finally:
         cleanup_distributed()
-    return 0
+    return 128 + log["stopped_by"] if log["stopped_by"] else 0   # the shell's code for "killed by"
 
 
 if __name__ == "__main__" and "ipykernel" not in sys.modules:   # not when this cell runs in Jupyter

@@ -135,7 +135,11 @@ class Transformer(nn.Module):
 
 # %% ../notebooks/05b_model.ipynb #c121a163
 class SeedStyleEmbedding(nn.Module):
-    """Reference input layer (seed 000 §3.1 style): nn.Embedding * sqrt(d) + a sin/cos buffer, then dropout."""
+    """Input layer of the reference model: ids [B, L] -> [B, L, dim].
+
+    An `nn.Embedding` (PAD = 0) scaled by sqrt(dim), plus a fixed sinusoidal table (sin
+    on even, cos on odd channels), then dropout.
+    """
 
     def __init__(self, vocab_size: int, dim: int, max_length: int = 64, dropout: float = 0.1):
         super().__init__()
@@ -150,11 +154,13 @@ class SeedStyleEmbedding(nn.Module):
 
 
 class SeedStyleTransformer(nn.Module):
-    """Reference model in the style of seed 000 §3.1, built on PyTorch's own layers.
+    """Reference encoder-decoder on PyTorch's own layers (oracle for `Transformer`).
 
-    Post-norm nn.TransformerEncoderLayer / nn.TransformerDecoderLayer stacks (ReLU, d_ff = 2 dim, no final
-    norm), separate source and target embeddings, an untied output layer; PAD = 0.
-    forward(source [B, S], target [B, T]) -> logits [B, T, vocab_size]. The oracle for `Transformer`.
+    `depth` post-norm `nn.TransformerEncoderLayer`s and `nn.TransformerDecoderLayer`s
+    (ReLU, d_ff = 2 dim), applied one after another with no final LayerNorm on either
+    stack (unlike `nn.Transformer`); separate source and target `SeedStyleEmbedding`s
+    over one vocabulary of `vocab_size` ids; an untied output layer with bias; PAD = 0.
+    forward(source [B, S], target [B, T]) -> logits [B, T, vocab_size].
     """
 
     def __init__(self, vocab_size: int = 20, dim: int = 32, heads: int = 4, depth: int = 2, dropout: float = 0.1,

@@ -28,7 +28,8 @@ def make_reversal_data(num: int, vocab_size: int = 20, min_len: int = 3, max_len
     """`num` pairs (source, target): source = words + EOS, target = reversed words + EOS.
 
     Words are ids in [4, vocab_size) and lengths are uniform in [min_len, max_len], drawn (a length,
-    then the words) from a generator seeded with `seed`, in the order of seed 000 §3.2.
+    then the words) from a generator seeded with `seed`: the order of the reversal example in
+    the tutorial article this book follows, so `make_reversal_data(200, seed=42)` is its data.
     With `distinct=True`, repeated sources are skipped until `num` different ones are drawn.
     """
     num = check_positive_int(num, "num")
@@ -108,8 +109,9 @@ def batches(pairs: Sequence[Pair], batch_size: int, shuffle: bool = False,
 
 # %% ../notebooks/06_training.ipynb #9f0c5369
 def token_nll(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tensor:
-    """Seed 000 §3.4: mean of -log P(y_it | y_<t, x) over positions whose label is not PAD.
+    """Mean of -log P(y_it | y_<t, x) over the positions whose label is not PAD.
 
+    The token-level training loss: a batch's loss does not depend on how much padding it has.
     logits [B, T, V], labels [B, T] -> scalar.
     """
     check_shape(logits, (None, None, None), "logits")

@@ -82,7 +82,7 @@ FLOOR_STAMP := $(FLOOR_VENV)/.installed
 $(FLOOR_STAMP): pyproject.toml
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_FLOOR).*" \
-		"numpy<2" $$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis)==' requirements.txt)
+		"numpy<2" $$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis|psutil)==' requirements.txt)
 	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 pytest-floor: $(FLOOR_STAMP)

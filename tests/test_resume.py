@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 import torch
-
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-    ENV.pop(var, None)
-MODULE = [sys.executable, "-m", "transformer_lib.train"]
-TORCHRUN_2 = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-              "-m", "transformer_lib.train"]
+from training_command import ENV, MODULE, TORCHRUN_2, run
 # dropout 0.1: every step draws random masks, so a resume that lost the generators would show
 RUN = ["--task", "reversal", "--steps", "30", "--global-batch-size", "24", "--lr", "3e-3", "--warmup", "5",
        "--size", "tiny", "--train-size", "300", "--valid-size", "40", "--seed", "1", "--log-every", "1",
        "--dropout", "0.1", "--checkpoint-every", "4", "--device", "cpu"]
-
-
-def run(command: list[str], timeout: int = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
 def run_until(command: list[str], step: int, sig: int) -> subprocess.Popen:

@@ -1,27 +1,14 @@
 """The training command of the appendix: --help, bad arguments, and 2-process DDP parity (gloo on CPU)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-    ENV.pop(var, None)
-MODULE = [sys.executable, "-m", "transformer_lib.train"]
-TORCHRUN_2 = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-              "-m", "transformer_lib.train"]
+from training_command import ENV, MODULE, TORCHRUN_2, run
 SHORT = ["--task", "reversal", "--steps", "30", "--global-batch-size", "24", "--lr", "3e-3", "--warmup", "5",
          "--size", "tiny", "--train-size", "500", "--valid-size", "50", "--seed", "1", "--log-every", "10",
          "--device", "cpu"]
-
-
-def run(command: list[str], env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(command, env=env or ENV, capture_output=True, text=True, timeout=timeout)
 
 
 def test_help():

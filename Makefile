@@ -15,12 +15,12 @@ CHROMIUM_CMDS := chromium chromium-browser google-chrome
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup book test test-gpu export-check executed-check pytest-lib pytest-nb pytest-nb-reader \
-	pytest-floor book-build browser-setup browser-test clean
+	floor-setup pytest-floor book-build browser-setup browser-test clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile -r requirements.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile --no-deps -e .
 	@touch $@
 
 setup: $(STAMP)
@@ -28,7 +28,9 @@ setup: $(STAMP)
 book: setup book-build
 	@echo "Book: file://$(CURDIR)/_build/html/index.html"
 
-test: setup browser-setup
+# The three set-ups wait on the network and the disk, not on each other: they run side by side.
+test:
+	$(MAKE) --no-print-directory -j3 --output-sync=target setup browser-setup floor-setup
 	$(MAKE) --no-print-directory export-check
 	$(MAKE) --no-print-directory executed-check
 	$(MAKE) --no-print-directory pytest-lib
@@ -58,20 +60,28 @@ WORKER_THREADS := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 pytest-lib:
 	$(WORKER_THREADS) $(BIN)/python -m pytest tests -n auto -q
 
-# 3b. Notebooks re-executed and compared with their stored outputs.
-#     Chapters whose asserts are about measured time run alone, after the others, on a quiet machine.
+# 3b. Notebooks re-executed and compared with their stored outputs. The longest first, so that
+#     the two workers finish together; chapters whose asserts are about measured time run alone,
+#     after the others, on a quiet machine.
 TIMED_NOTEBOOKS := notebooks/08_cost.ipynb
+LONGEST_NOTEBOOKS := $(wildcard notebooks/09_*.ipynb notebooks/10_*.ipynb notebooks/07_*.ipynb \
+	notebooks/06b_*.ipynb)
+NOTEBOOKS := $(LONGEST_NOTEBOOKS) $(filter-out $(LONGEST_NOTEBOOKS),$(wildcard notebooks/*.ipynb))
 NBVAL = $(BIN)/python -m pytest $(NBVAL_MODE) --nbval-current-env --nbval-sanitize-with $(SANITIZE) -q -p no:cacheprovider
 pytest-nb:
-	$(WORKER_THREADS) $(NBVAL) -n auto --dist loadfile $(filter-out $(TIMED_NOTEBOOKS),$(wildcard notebooks/*.ipynb))
+	$(WORKER_THREADS) $(NBVAL) -n auto --dist loadfile $(filter-out $(TIMED_NOTEBOOKS),$(NOTEBOOKS))
 	$(WORKER_THREADS) $(NBVAL) $(TIMED_NOTEBOOKS)
 
 # 3c. Every notebook again as a reader runs it: one at a time, with the machine's default thread
-#     count, and PyTorch's non-vectorized CPU kernels (ATEN_CPU_CAPABILITY=default), which round
-#     like another processor. Outputs may differ from the stored ones; every assert must hold.
-READER = env -u OMP_NUM_THREADS ATEN_CPU_CAPABILITY=default
+#     count, on kernels that round like another processor. On an AVX-512 machine those are
+#     PyTorch's and MKL's AVX2 kernels (what most laptops run: other rounding, same speed);
+#     elsewhere PyTorch's non-vectorized kernels. Outputs may differ from the stored ones; every
+#     assert must hold.
+OTHER_CPU = $(shell $(BIN)/python -c "import torch; print('ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2' \
+	if torch.backends.cpu.get_cpu_capability() == 'AVX512' else 'ATEN_CPU_CAPABILITY=default')")
 pytest-nb-reader:
-	$(READER) $(BIN)/python -m pytest --nbval-lax --nbval-current-env -q -p no:cacheprovider notebooks/*.ipynb
+	env -u OMP_NUM_THREADS $(OTHER_CPU) $(BIN)/python -m pytest --nbval-lax --nbval-current-env -q \
+		-p no:cacheprovider $(NOTEBOOKS)
 
 # 3d. The oldest torch that pyproject.toml allows: the library tests in a second venv.
 #     PyPI's Linux wheels of that torch are CUDA builds; they run on a machine without a GPU.
@@ -81,10 +91,11 @@ FLOOR_VENV  := .venv-torch$(TORCH_FLOOR)
 FLOOR_STAMP := $(FLOOR_VENV)/.installed
 $(FLOOR_STAMP): pyproject.toml
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
-	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_FLOOR).*" \
+	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile "torch==$(TORCH_FLOOR).*" \
 		"numpy<2" $$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis|psutil)==' requirements.txt)
-	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile --no-deps -e .
 	@touch $@
+floor-setup: $(FLOOR_STAMP)
 pytest-floor: $(FLOOR_STAMP)
 	$(WORKER_THREADS) $(FLOOR_VENV)/bin/python -m pytest tests -n auto -q -p no:cacheprovider \
 		--ignore tests/test_contract.py --ignore tests/test_browser_test.py

@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _record import write_result  # noqa: E402
 
 from transformer_lib.cost import benchmark  # noqa: E402
-from transformer_lib.model import SeedStyleTransformer, load_seed_style  # noqa: E402
+from transformer_lib.model import Transformer  # noqa: E402
+from transformer_lib.torch_layers import TorchLayersTransformer  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
 
 
@@ -34,8 +35,9 @@ def main() -> None:
     device = get_device()
     seed_everything(0)
     vocab, dim, heads, depth, B, S, T = 1000, 256, 8, 3, 32, 48, 48
-    baseline = SeedStyleTransformer(vocab, dim, heads, depth, dropout=0.1, max_length=64).to(device).train()
-    ours = load_seed_style(baseline).train()
+    baseline = TorchLayersTransformer(vocab, dim, heads, depth, dropout=0.1, max_length=64)
+    baseline = baseline.to(device).train()
+    ours = Transformer.from_torch_layers(baseline).train()
     src = torch.randint(3, vocab, (B, S), device=device)
     tgt = torch.randint(3, vocab, (B, T + 1), device=device)
     tgt[:, 0] = 1

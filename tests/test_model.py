@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lib.model import Transformer, TransformerConfig, greedy_decode
+from transformer_lib.model import Transformer, TransformerConfig, greedy_decode_simple
 
 
 def small(**overrides):
@@ -54,11 +54,11 @@ def test_base_output_projection_count():
     assert model.output.weight.numel() == 16_384_000
 
 
-def test_greedy_decode_stops_and_pads():
+def test_greedy_decode_simple_stops_and_pads():
     torch.manual_seed(0)
     model = small()
     src, _ = batch()
-    out = greedy_decode(model, src, max_new_tokens=6)
+    out = greedy_decode_simple(model, src, max_new_tokens=6)
     assert out.shape[0] == 2 and out.shape[1] <= 7 and torch.all(out[:, 0] == 1)
     assert not torch.any(out[:, 1:] == 1)
 
@@ -106,7 +106,7 @@ def test_memory_and_target_batch_sizes_differ():
 def test_max_new_tokens_must_be_positive():
     src, _ = batch()
     with pytest.raises(ValueError, match="max_new_tokens"):
-        greedy_decode(small(), src, 0)
+        greedy_decode_simple(small(), src, 0)
 
 
 @pytest.mark.parametrize("overrides, match", [

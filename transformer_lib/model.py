@@ -20,7 +20,7 @@ from .norm import LayerNorm
 from .utils import check_positive_int, check_probability
 
 # %% auto #0
-__all__ = ['TransformerConfig', 'Transformer', 'SeedStyleEmbedding', 'SeedStyleTransformer', 'load_seed_style', 'greedy_decode']
+__all__ = ['TransformerConfig', 'Transformer', 'greedy_decode_simple']
 
 # %% ../notebooks/05b_model.ipynb #e19fc3d0
 @dataclass
@@ -133,84 +133,64 @@ class Transformer(nn.Module):
         """Distinct parameters (a tied matrix counts once)."""
         return sum(p.numel() for p in self.parameters())
 
-# %% ../notebooks/05b_model.ipynb #c121a163
-class SeedStyleEmbedding(nn.Module):
-    """Input layer of the reference model: ids [B, L] -> [B, L, dim].
+    @classmethod
+    def from_torch_layers(cls, reference: nn.Module) -> Transformer:
+        """Our `Transformer` with the weights of a `TorchLayersTransformer` (equal logits in eval).
 
-    An `nn.Embedding` (PAD = 0) scaled by sqrt(dim), plus a fixed sinusoidal table (sin
-    on even, cos on odd channels), then dropout.
-    """
+        Duck-typed: this module does not import `transformer_lib.torch_layers`. `reference` must
+        have `source_embedding` and `target_embedding`, each with `embedding` (an `nn.Embedding`
+        whose PAD is id 0, scaled by sqrt(d) in its forward), `table` (fixed sinusoidal positions
+        `(max_length, d)`: only its length is read, ours computes the same table) and `dropout`
+        (an `nn.Dropout`); `encoder` and `decoder`, sequences of batch-first post-norm layers
+        (`nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`) applied one after another
+        with no final norm; and `output`, an untied `nn.Linear(d, V)` with bias.
+        Source and target share one vocabulary of V ids.
 
-    def __init__(self, vocab_size: int, dim: int, max_length: int = 64, dropout: float = 0.1):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, dim, padding_idx=0)
-        self.dim = dim
-        angle = torch.arange(max_length)[:, None] * torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
-        self.register_buffer("table", torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1))
-        self.dropout = nn.Dropout(dropout)
+        Args:
+            reference: the model to copy; it is left unchanged.
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.embedding(ids) * math.sqrt(self.dim) + self.table[: ids.shape[1]])
-
-
-class SeedStyleTransformer(nn.Module):
-    """Reference encoder-decoder on PyTorch's own layers (oracle for `Transformer`).
-
-    `depth` post-norm `nn.TransformerEncoderLayer`s and `nn.TransformerDecoderLayer`s
-    (ReLU, d_ff = 2 dim), applied one after another with no final LayerNorm on either
-    stack (unlike `nn.Transformer`); separate source and target `SeedStyleEmbedding`s
-    over one vocabulary of `vocab_size` ids; an untied output layer with bias; PAD = 0.
-    forward(source [B, S], target [B, T]) -> logits [B, T, vocab_size].
-    """
-
-    def __init__(self, vocab_size: int = 20, dim: int = 32, heads: int = 4, depth: int = 2, dropout: float = 0.1,
-                 max_length: int = 64):
-        super().__init__()
-        self.source_embedding = SeedStyleEmbedding(vocab_size, dim, max_length, dropout)
-        self.target_embedding = SeedStyleEmbedding(vocab_size, dim, max_length, dropout)
-        layer = dict(dim_feedforward=2 * dim, dropout=dropout, activation="relu", batch_first=True, norm_first=False)
-        self.encoder = nn.ModuleList(nn.TransformerEncoderLayer(dim, heads, **layer) for _ in range(depth))
-        self.decoder = nn.ModuleList(nn.TransformerDecoderLayer(dim, heads, **layer) for _ in range(depth))
-        self.output = nn.Linear(dim, vocab_size)
-
-    def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        source_pad, target_pad = source.eq(0), target.eq(0)
-        memory = self.source_embedding(source)
-        for layer in self.encoder:
-            memory = layer(memory, src_key_padding_mask=source_pad)
-        T = target.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=target.device), diagonal=1)
-        hidden = self.target_embedding(target)
-        for layer in self.decoder:
-            hidden = layer(hidden, memory, tgt_mask=causal, tgt_key_padding_mask=target_pad,
-                           memory_key_padding_mask=source_pad)
-        return self.output(hidden)
-
-# %% ../notebooks/05b_model.ipynb #0f4ea70d
-def load_seed_style(baseline: SeedStyleTransformer) -> Transformer:
-    """Our `Transformer` with the weights of `baseline` (equal logits in eval mode)."""
-    dim = baseline.output.in_features
-    config = TransformerConfig(src_vocab_size=baseline.output.out_features, tgt_vocab_size=baseline.output.out_features,
-                               d_model=dim, nhead=baseline.encoder[0].self_attn.num_heads,
-                               num_encoder_layers=len(baseline.encoder), num_decoder_layers=len(baseline.decoder),
-                               dim_feedforward=2 * dim, dropout=baseline.source_embedding.dropout.p,
-                               max_len=baseline.source_embedding.table.shape[0])
-    ours = Transformer(config).to(baseline.output.weight.device)
-    with torch.no_grad():
-        ours.src_embed.token.weight.copy_(baseline.source_embedding.embedding.weight)
-        ours.tgt_embed.token.weight.copy_(baseline.target_embedding.embedding.weight)
-        ours.output.load_state_dict(baseline.output.state_dict())
-    ours.encoder.layers = nn.ModuleList(EncoderLayer.from_torch(layer) for layer in baseline.encoder)
-    ours.decoder.layers = nn.ModuleList(DecoderLayer.from_torch(layer) for layer in baseline.decoder)
-    return ours
+        Returns:
+            A new `Transformer` (post-norm, untied, PAD = 0, BOS = 1, EOS = 2) on the
+            reference's device, whose layers are `EncoderLayer.from_torch` /
+            `DecoderLayer.from_torch` copies of the reference's.
+        """
+        dim, vocab = reference.output.in_features, reference.output.out_features
+        config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=dim,
+                                   nhead=reference.encoder[0].self_attn.num_heads,
+                                   num_encoder_layers=len(reference.encoder),
+                                   num_decoder_layers=len(reference.decoder),
+                                   dim_feedforward=reference.encoder[0].linear1.out_features,
+                                   dropout=reference.source_embedding.dropout.p,
+                                   max_len=reference.source_embedding.table.shape[0])
+        ours = cls(config).to(reference.output.weight.device)
+        with torch.no_grad():
+            ours.src_embed.token.weight.copy_(reference.source_embedding.embedding.weight)
+            ours.tgt_embed.token.weight.copy_(reference.target_embedding.embedding.weight)
+            ours.output.load_state_dict(reference.output.state_dict())
+        ours.encoder.layers = nn.ModuleList(EncoderLayer.from_torch(m) for m in reference.encoder)
+        ours.decoder.layers = nn.ModuleList(DecoderLayer.from_torch(m) for m in reference.decoder)
+        return ours
 
 # %% ../notebooks/05b_model.ipynb #921a33ab
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-    """Batched greedy decoding without a cache: src [B, S] -> ids [B, 1 + n] starting with BOS.
+def greedy_decode_simple(model: Transformer, src: torch.Tensor,
+                         max_new_tokens: int) -> torch.Tensor:
+    """Batched greedy decoding, the simple teaching version: no cache, all of the prefix each step.
 
-    Stops when every row has produced EOS or after `max_new_tokens` tokens; finished rows are padded.
-    PAD and BOS are never predicted.
+    Use `transformer_lib.generation.greedy` instead: the same tokens with a key/value cache (chapter
+    7 checks that they are equal). This plain loop is the reference it is checked against.
+
+    Stops when every row has produced EOS or after `max_new_tokens` tokens (at most max_len - 1);
+    finished rows are padded. PAD and BOS are never predicted. The model runs in eval mode, and
+    gets its mode back afterwards.
+
+    Args:
+        model: the `Transformer` to decode with.
+        src: source ids, right-padded.
+        max_new_tokens: the most tokens to generate after BOS, >= 1.
+
+    Shapes:
+        src: (B, S) -> ids (B, 1 + n), BOS first, n <= max_new_tokens.
     """
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     c = model.config
@@ -220,7 +200,7 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_new_tokens: int) ->
     out = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for _ in range(min(max_new_tokens, c.max_len - 1)):
-        logits = model.decode(out, memory, src_pad)[:, -1]                     # (B, V), last position only
+        logits = model.decode(out, memory, src_pad)[:, -1]             # (B, V): last position only
         logits[:, [c.pad_id, c.bos_id]] = float("-inf")
         next_token = logits.argmax(dim=-1).masked_fill(finished, c.pad_id)   # (B,)
         out = torch.cat([out, next_token[:, None]], dim=1)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -16,26 +16,20 @@ from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
 __all__ = ['to_additive_mask', 'to_sdpa_mask', 'fully_masked_rows', 'attention', 'causal_mask', 'padding_mask',
-           'TransformerMasks', 'build_masks', 'MultiHeadAttention']
+           'TransformerMasks', 'build_masks', 'MultiHeadAttention', 'KVCache']
 
 # %% ../notebooks/02_attention.ipynb #5e06a748
 def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-    """The additive mask M of softmax(QK^T/sqrt(d_k) + M): 0 = may attend, -inf = may not.
-
-    A boolean `mask` (True = may not attend) becomes 0/-inf in `dtype`; a floating mask is
-    returned cast to `dtype`. The shape is unchanged.
-    """
+    """The additive mask M of softmax(QK^T/sqrt(d_k) + M), same shape: a bool `mask` (True = may
+    not attend) becomes 0 / -inf in `dtype`; a floating mask is cast to `dtype`."""
     if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, -math.inf)
     return mask.to(dtype)
 
 
 def to_sdpa_mask(mask: Tensor) -> Tensor:
-    """Our mask in the convention of `F.scaled_dot_product_attention`.
-
-    Its boolean masks are True where the query MAY attend, the opposite of `torch.nn.Transformer`
-    and of this library, so a boolean mask is inverted; a floating (additive) mask is unchanged.
-    """
+    """Our mask for `F.scaled_dot_product_attention`, whose bool masks are True where the query MAY
+    attend (the opposite of `nn.Transformer` and of this library): bool inverted, floating kept."""
     return ~mask if mask.dtype == torch.bool else mask
 
 
@@ -49,8 +43,27 @@ def _check_mask_dtype(mask: Tensor, name: str) -> None:
     if not isinstance(mask, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name} must be a bool tensor (True = may not attend) or a floating additive mask, "
-                        f"got dtype {mask.dtype}")
+        raise TypeError(f"{name} must be a bool tensor (True = may not attend) or a floating "
+                        f"additive mask, got dtype {mask.dtype}")
+
+
+def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
+    """The argument checks of `attention`, kept out of its formula."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape [..., L, d], got {list(t.shape)}")
+    Lq, Lk = query.shape[-2], key.shape[-2]
+    if key.shape[-1] != query.shape[-1]:
+        raise ValueError(f"key must have width d_k = {query.shape[-1]} like query, got {list(key.shape)}")
+    if value.shape[-2] != Lk:
+        raise ValueError(f"value must have Lk = {Lk} positions like key, got {list(value.shape)}")
+    if mask is not None:
+        _check_mask_dtype(mask, "mask")
+        if mask.dim() < 2 or mask.shape[-1] != Lk or mask.shape[-2] not in (1, Lq):
+            raise ValueError(f"mask must broadcast to [..., Lq, Lk] = [..., {Lq}, {Lk}], "
+                             f"got {list(mask.shape)}")
 
 
 def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
@@ -58,54 +71,37 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
     """Scaled dot-product attention: softmax(Q K^T / sqrt(d_k) + M) V.
 
     Args:
-        query: (..., Lq, d_k).
-        key: (..., Lk, d_k).
-        value: (..., Lk, d_v).
-        mask: broadcastable to (..., Lq, Lk); bool with True = may not attend, or floating
-            and added to the scores. A query row whose keys are all masked gets zero weights
-            and a zero output (not NaN), on both paths.
-        dropout_p: dropout on the attention weights (pass 0.0 in eval mode).
-        fused: use `F.scaled_dot_product_attention` (no weights are returned) instead of the
-            written-out computation.
+        mask: M, bool (True = may not attend) or floating (added). A query row whose keys are all
+            masked gets zero weights and a zero output (not NaN), on both paths.
+        dropout_p: dropout on the weights (0.0 in eval mode).
+        fused: `F.scaled_dot_product_attention` (no weights) instead of the written-out path.
 
-    Returns:
-        output (..., Lq, d_v), and the weights (..., Lq, Lk) or None when `fused`.
+    Shapes:
+        query (..., Lq, d_k), key (..., Lk, d_k), value (..., Lk, d_v), mask broadcastable to
+        (..., Lq, Lk) -> output (..., Lq, d_v), weights (..., Lq, Lk) or None when `fused`.
     """
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape [..., L, d], got {list(t.shape)}")
-    if key.shape[-1] != query.shape[-1]:
-        raise ValueError(f"key must have width d_k = {query.shape[-1]} like query, got {list(key.shape)}")
-    if value.shape[-2] != key.shape[-2]:
-        raise ValueError(f"value must have Lk = {key.shape[-2]} positions like key, got {list(value.shape)}")
+    _check_attention_args(query, key, value, mask)
     dropout_p = check_probability(dropout_p, "dropout_p")
-    dead = None
-    if mask is not None:
-        _check_mask_dtype(mask, "mask")
-        if mask.dim() < 2 or mask.shape[-1] != key.shape[-2] or mask.shape[-2] not in (1, query.shape[-2]):
-            raise ValueError(f"mask must broadcast to [..., Lq, Lk] = [..., {query.shape[-2]}, {key.shape[-2]}], "
-                             f"got {list(mask.shape)}")
-        dead = fully_masked_rows(mask)  # (..., Lq, 1)
-        mask = mask.masked_fill(dead, False if mask.dtype == torch.bool else 0.0)  # un-mask dead rows: no 0/0
-
+    dead = None if mask is None else fully_masked_rows(mask)                   # (..., Lq, 1)
+    if dead is not None:                                                       # un-mask dead rows: no 0/0
+        mask = mask.masked_fill(dead, False if mask.dtype == torch.bool else 0.0)
     if fused:
-        sdpa_mask = None if mask is None else to_sdpa_mask(mask if mask.dtype == torch.bool else mask.to(query.dtype))
-        output = F.scaled_dot_product_attention(query, key, value, attn_mask=sdpa_mask, dropout_p=dropout_p)
-        weights = None
+        sdpa_mask = None if mask is None else to_sdpa_mask(mask if mask.dtype == torch.bool
+                                                           else mask.to(query.dtype))
+        output, weights = F.scaled_dot_product_attention(query, key, value, attn_mask=sdpa_mask,
+                                                         dropout_p=dropout_p), None  # (..., Lq, d_v)
     else:
         scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Lq, Lk)
         if mask is not None:
             scores = scores + to_additive_mask(mask, scores.dtype)            # + M
-        weights = scores.softmax(dim=-1)                                      # (..., Lq, Lk), rows sum to 1
+        weights = scores.softmax(dim=-1)                                      # (..., Lq, Lk)
         if dead is not None:
-            weights = weights.masked_fill(dead, 0.0)                          # nothing to read: zero weights
+            weights = weights.masked_fill(dead, 0.0)                          # nothing to read: 0
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)
         output = weights @ value                                              # (..., Lq, d_v)
     if dead is not None:
-        output = output.masked_fill(dead, 0.0)                                # (..., Lq, d_v), zero rows
+        output = output.masked_fill(dead, 0.0)                                # (..., Lq, d_v)
     return output, weights
 
 # %% ../notebooks/02_attention.ipynb #86dae51f
@@ -141,9 +137,7 @@ class TransformerMasks:
 
     def as_kwargs(self) -> dict[str, Tensor]:
         """Keyword arguments for `nn.Transformer.forward` (and this book's model)."""
-        return {"src_key_padding_mask": self.src_key_padding_mask, "tgt_mask": self.tgt_mask,
-                "tgt_key_padding_mask": self.tgt_key_padding_mask,
-                "memory_key_padding_mask": self.memory_key_padding_mask}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def dense(self) -> dict[str, Tensor]:
         """The full bool mask of each attention: encoder_self (B, S, S), decoder_self (B, T, T), cross (B, T, S)."""
@@ -168,29 +162,50 @@ def build_masks(src: Tensor, tgt_in: Tensor, pad_id: int) -> TransformerMasks:
                             tgt_key_padding_mask=tgt_pad,
                             memory_key_padding_mask=src_pad)
 
+# %% ../notebooks/02_attention.ipynb #a1c0de02
+def _merge_masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, B: int, H: int, Lq: int,
+                 Lk: int, dtype: torch.dtype) -> Tensor | None:
+    """key_padding_mask (B, Lk) and attn_mask (Lq, Lk) or (B*H, Lq, Lk) as one mask broadcastable
+    to (B, H, Lq, Lk): bool if both are bool, else additive."""
+    parts = []
+    if key_padding_mask is not None:
+        _check_mask_dtype(key_padding_mask, "key_padding_mask")
+        check_shape(key_padding_mask, (B, Lk), "key_padding_mask")
+        parts.append(key_padding_mask.view(B, 1, 1, Lk))                       # (B, 1, 1, Lk)
+    if attn_mask is not None:
+        _check_mask_dtype(attn_mask, "attn_mask")
+        if tuple(attn_mask.shape) == (Lq, Lk):
+            parts.append(attn_mask)                                             # (Lq, Lk)
+        elif tuple(attn_mask.shape) == (B * H, Lq, Lk):
+            parts.append(attn_mask.view(B, H, Lq, Lk))                          # (B, H, Lq, Lk)
+        else:
+            raise ValueError(f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}] or [B*nhead, Lq, Lk]"
+                             f" = [{B * H}, {Lq}, {Lk}], got {list(attn_mask.shape)}")
+    if not parts:
+        return None
+    if all(p.dtype == torch.bool for p in parts):
+        return parts[0] if len(parts) == 1 else parts[0] | parts[1]
+    merged = to_additive_mask(parts[0], dtype)
+    return merged if len(parts) == 1 else merged + to_additive_mask(parts[1], dtype)
+
 # %% ../notebooks/02_attention.ipynb #5f7f5efe
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, batch-first, with the interface of `nn.MultiheadAttention`.
 
     Args:
-        d_model: model width d; must be divisible by `nhead`.
-        nhead: number of heads H; each has width d_k = d_model // nhead.
-        dropout: dropout on the attention weights, in [0, 1).
-        bias: whether the four projections have biases.
+        d_model: model width d, divisible by `nhead`; nhead: heads H, each of width d_k = d / H.
+        dropout: dropout on the attention weights, in [0, 1); bias: whether the projections have biases.
 
-    Shapes: query (B, Lq, d), key and value (B, Lk, d); output (B, Lq, d).
-    Masks: True = may not attend (bool), or floating masks added to the scores.
     Set `fused = False` to force the written-out path even when no weights are requested.
     """
 
     def __init__(self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        d_model = check_positive_int(d_model, "d_model")
-        nhead = check_positive_int(nhead, "nhead")
+        d_model, nhead = check_positive_int(d_model, "d_model"), check_positive_int(nhead, "nhead")
         if d_model % nhead:
-            raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead} "
-                             f"(remainder {d_model % nhead}); expected e.g. nhead in "
+            raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and "
+                             f"nhead={nhead} (remainder {d_model % nhead}); expected e.g. nhead in "
                              f"{[h for h in range(1, min(d_model, 16) + 1) if d_model % h == 0]}")
         if not isinstance(bias, bool):
             raise TypeError(f"bias must be a bool, got {type(bias).__name__} {bias!r}")
@@ -205,11 +220,11 @@ class MultiHeadAttention(nn.Module):
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        # as nn.MultiheadAttention: Xavier-uniform on the stacked [3d, d] in-projection, zero biases
+        # as nn.MultiheadAttention: Xavier-uniform on the stacked (3d, d) in-projection, zero biases
         bound = math.sqrt(6.0 / (self.d_model + 3 * self.d_model))
-        for proj in (self.q_proj, self.k_proj, self.v_proj):
-            nn.init.uniform_(proj.weight, -bound, bound)
         for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            if proj is not self.out_proj:
+                nn.init.uniform_(proj.weight, -bound, bound)
             if proj.bias is not None:
                 nn.init.zeros_(proj.bias)
 
@@ -221,88 +236,93 @@ class MultiHeadAttention(nn.Module):
         B, L, _ = x.shape
         return x.view(B, L, self.nhead, self.d_k).transpose(1, 2)  # (B, L, d) -> (B, H, L, d_k)
 
-    def _merge_masks(self, key_padding_mask: Tensor | None, attn_mask: Tensor | None,
-                     B: int, Lq: int, Lk: int, dtype: torch.dtype) -> Tensor | None:
-        """One mask broadcastable to (B, H, Lq, Lk): bool if both inputs are bool, else additive."""
-        parts = []
-        if key_padding_mask is not None:
-            _check_mask_dtype(key_padding_mask, "key_padding_mask")
-            check_shape(key_padding_mask, (B, Lk), "key_padding_mask")
-            parts.append(key_padding_mask.view(B, 1, 1, Lk))                       # (B, 1, 1, Lk)
-        if attn_mask is not None:
-            _check_mask_dtype(attn_mask, "attn_mask")
-            if tuple(attn_mask.shape) == (Lq, Lk):
-                parts.append(attn_mask)                                             # (Lq, Lk)
-            elif tuple(attn_mask.shape) == (B * self.nhead, Lq, Lk):
-                parts.append(attn_mask.view(B, self.nhead, Lq, Lk))                 # (B, H, Lq, Lk)
-            else:
-                raise ValueError(f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}] or "
-                                 f"[B*nhead, Lq, Lk] = [{B * self.nhead}, {Lq}, {Lk}], got {list(attn_mask.shape)}")
-        if not parts:
-            return None
-        if all(p.dtype == torch.bool for p in parts):
-            return parts[0] if len(parts) == 1 else parts[0] | parts[1]
-        merged = to_additive_mask(parts[0], dtype)
-        return merged if len(parts) == 1 else merged + to_additive_mask(parts[1], dtype)
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[int, int, int]:
+        B, Lq, d = check_shape(query, (None, None, self.d_model), "query").shape
+        check_shape(value, check_shape(key, (B, None, d), "key").shape, "value")
+        return B, Lq, d
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
                 attn_mask: Tensor | None = None, need_weights: bool = False,
-                average_attn_weights: bool = True) -> tuple[Tensor, Tensor | None]:
-        """Attend from `query` (B, Lq, d) to `key` (B, Lk, d) / `value` (B, Lk, d).
+                average_attn_weights: bool = True,
+                cache: KVCache | None = None) -> tuple[Tensor, Tensor | None]:
+        """Attend from `query` to `key` / `value`: Concat(O_1, ..., O_H) W^O.
 
         Args:
-            key_padding_mask: (B, Lk), bool (True = padding) or floating (added).
-            attn_mask: (Lq, Lk) or (B*nhead, Lq, Lk), bool (True = may not attend) or floating.
-            need_weights: also return the attention weights (computed on the written-out path).
-                Unlike `nn.MultiheadAttention`, the default is False.
-            average_attn_weights: average the weights over heads: (B, Lq, Lk); else (B, H, Lq, Lk).
+            key_padding_mask, attn_mask: bool (True = may not attend) or floating (added).
+            need_weights: also return the weights (written-out path); default False, unlike PyTorch.
+            average_attn_weights: average the weights over heads.
+            cache: a `KVCache`, updated in place, or None: self-attention appends the new keys and
+                values; a static (cross-attention) cache projects `key`/`value` at its first call only.
 
-        Returns:
-            output (B, Lq, d) and the weights (after dropout, as in PyTorch) or None.
+        Shapes:
+            query (B, Lq, d), key and value (B, Ln, d), key_padding_mask (B, Lk), attn_mask (Lq, Lk)
+            or (B*H, Lq, Lk) -> output (B, Lq, d), weights (B, Lq, Lk) or (B, H, Lq, Lk) or None;
+            Lk = Ln, or t + Ln after t cached positions.
         """
-        d = self.d_model
-        check_shape(query, (None, None, d), "query")
-        B, Lq, _ = query.shape
-        check_shape(key, (B, None, d), "key")
-        Lk = key.shape[1]
-        check_shape(value, (B, Lk, d), "value")
-        mask = self._merge_masks(key_padding_mask, attn_mask, B, Lq, Lk, query.dtype)  # (B|1, H|1, Lq|1, Lk)
-
-        q = self.split_heads(self.q_proj(query))  # (B, H, Lq, d_k)
-        k = self.split_heads(self.k_proj(key))    # (B, H, Lk, d_k)
-        v = self.split_heads(self.v_proj(value))  # (B, H, Lk, d_k)
-        dropout_p = self.dropout if self.training else 0.0
-        fused = self.fused and not need_weights
-        heads, weights = attention(q, k, v, mask, dropout_p=dropout_p, fused=fused)  # (B, H, Lq, d_k), (B, H, Lq, Lk)
-        concat = heads.transpose(1, 2).reshape(B, Lq, d)  # (B, Lq, H * d_k): Concat(O_1, ..., O_H)
-        output = self.out_proj(concat)                    # (B, Lq, d)
+        B, Lq, d = self._check_inputs(query, key, value)
+        q = self.split_heads(self.q_proj(query))                                    # (B, H, Lq, d_k)
+        if cache is not None and cache.static and cache.key is not None:
+            k, v = cache.key, cache.value                                           # projected once
+        else:
+            k = self.split_heads(self.k_proj(key))                                  # (B, H, Ln, d_k)
+            v = self.split_heads(self.v_proj(value))                                # (B, H, Ln, d_k)
+            k, v = (k, v) if cache is None else cache.update(k, v)                  # (B, H, Lk, d_k)
+        mask = _merge_masks(key_padding_mask, attn_mask, B, self.nhead, Lq, k.shape[2],
+                            query.dtype)                                            # (B|1, H|1, Lq|1, Lk)
+        heads, weights = attention(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0,
+                                   fused=self.fused and not need_weights)           # (B, H, Lq, d_k)
+        output = self.out_proj(heads.transpose(1, 2).reshape(B, Lq, d))             # (B, Lq, d)
         if not need_weights:
             return output, None
-        return output, weights.mean(dim=1) if average_attn_weights else weights  # (B, Lq, Lk) or (B, H, Lq, Lk)
+        return output, weights.mean(dim=1) if average_attn_weights else weights      # (B, [H,] Lq, Lk)
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
-        """A copy of `module`'s weights (any `batch_first`: ours is always batch-first).
-
-        Supports modules with kdim == vdim == embed_dim and without `add_bias_kv`/`add_zero_attn`.
-        """
+        """A copy of `module` (kdim == vdim == embed_dim, no `add_bias_kv`/`add_zero_attn`)."""
         if not isinstance(module, nn.MultiheadAttention):
             raise TypeError(f"module must be an nn.MultiheadAttention, got {type(module).__name__}")
         if not module._qkv_same_embed_dim:
             raise ValueError(f"module must have kdim == vdim == embed_dim, got kdim={module.kdim}, "
                              f"vdim={module.vdim}, embed_dim={module.embed_dim}")
         if module.bias_k is not None or module.add_zero_attn:
-            raise ValueError("module must not use add_bias_kv or add_zero_attn, which this class does not implement")
-        weight = module.in_proj_weight  # (3d, d) = [W^Q; W^K; W^V]
-        bias = module.in_proj_bias is not None
-        new = cls(module.embed_dim, module.num_heads, dropout=module.dropout, bias=bias,
+            raise ValueError("module must not use add_bias_kv or add_zero_attn, "
+                             "which this class does not implement")
+        weight, bias = module.in_proj_weight, module.in_proj_bias  # (3d, d) = [W^Q; W^K; W^V], (3d,)
+        new = cls(module.embed_dim, module.num_heads, dropout=module.dropout, bias=bias is not None,
                   device=weight.device, dtype=weight.dtype)
-        with torch.no_grad():
-            for proj, w in zip((new.q_proj, new.k_proj, new.v_proj), weight.chunk(3, dim=0)):
-                proj.weight.copy_(w)
-            if bias:
-                for proj, b in zip((new.q_proj, new.k_proj, new.v_proj), module.in_proj_bias.chunk(3)):
-                    proj.bias.copy_(b)
-                new.out_proj.bias.copy_(module.out_proj.bias)
-            new.out_proj.weight.copy_(module.out_proj.weight)
+        state = {"out_proj.weight": module.out_proj.weight, "out_proj.bias": module.out_proj.bias}
+        for name, w, b in zip("qkv", weight.chunk(3), (bias.chunk(3) if bias is not None else [None] * 3)):
+            state |= {f"{name}_proj.weight": w, f"{name}_proj.bias": b}
+        new.load_state_dict({k: v for k, v in state.items() if v is not None})
         return new.train(module.training)
+
+# %% ../notebooks/02_attention.ipynb #a1c0de04
+@dataclass
+class KVCache:
+    """The keys and values of one attention layer, kept between the steps of incremental decoding.
+
+    Args:
+        key, value: those so far, or None before the first call.
+        static: False for self-attention (each call appends); True for cross-attention (the first
+            call stores the memory's keys and values, later calls read them back).
+
+    Shapes:
+        key, value: (B, H, t, d_k), t positions so far; t = S, the memory's length, when static.
+    """
+
+    key: Tensor | None = None
+    value: Tensor | None = None
+    static: bool = False
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Append `key`, `value` (B, H, n, d_k) and return all keys and values, (B, H, t + n, d_k)."""
+        if self.key is not None:
+            key, value = torch.cat([self.key, key], dim=2), torch.cat([self.value, value], dim=2)
+        self.key, self.value = key, value
+        return key, value
+
+    def select(self, rows: Tensor | None = None) -> KVCache:
+        """A new cache of batch rows `rows` (B',), or of all rows when None (a copy to grow)."""
+        if rows is None or self.key is None:
+            return KVCache(self.key, self.value, self.static)
+        return KVCache(self.key.index_select(0, rows), self.value.index_select(0, rows), self.static)

@@ -5,16 +5,18 @@
 # %% ../notebooks/05_decoder.ipynb #5d3872b5
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention
 from .encoder import _copy_feed_forward, _copy_norm, _independent_copies, _torch_layer_arguments
 from .feedforward import FeedForward
 from .norm import ResidualSublayer
 
 # %% auto #0
-__all__ = ['DecoderLayer', 'Decoder']
+__all__ = ['DecoderLayer', 'DecoderCache', 'Decoder']
 
 # %% ../notebooks/05_decoder.ipynb #59d0c3d5
 class DecoderLayer(nn.Module):
@@ -38,17 +40,27 @@ class DecoderLayer(nn.Module):
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
-                memory_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+                memory_key_padding_mask: torch.Tensor | None = None,
+                cache: tuple[KVCache, KVCache] | None = None) -> torch.Tensor:
+        """The layer on `tgt`, reading `memory`; `cache`: its (self-attention, cross-attention) caches.
+
+        Shapes:
+            tgt (B, T, d), memory (B, S, d), tgt_mask (T, Lk), tgt_key_padding_mask (B, Lk),
+            memory_mask (T, S), memory_key_padding_mask (B, S) -> (B, T, d); Lk = T, or t + T
+            with a cache of t positions.
+        """
+        self_cache, cross_cache = (None, None) if cache is None else cache
         if memory.dim() != 3 or memory.shape[0] != tgt.shape[0]:
             raise ValueError(f"memory must have shape [B, S, d] with the batch size of tgt (B={tgt.shape[0]}), "
                              f"got memory {list(memory.shape)} and tgt {list(tgt.shape)}")
 
         def self_attention(h):    # queries, keys, values: the target prefix
-            return self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask)[0]
+            return self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
+                                  cache=self_cache)[0]
 
         def cross_attention(h):   # queries from the target, keys and values from the memory
             return self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                                   attn_mask=memory_mask)[0]
+                                   attn_mask=memory_mask, cache=cross_cache)[0]
 
         x = self.self_attn_sublayer(tgt, self_attention)     # (B, T, d)
         x = self.cross_attn_sublayer(x, cross_attention)     # (B, T, d)
@@ -67,10 +79,48 @@ class DecoderLayer(nn.Module):
         return new.to(module.linear1.weight.device, module.linear1.weight.dtype)
 
 
+@dataclass
+class DecoderCache:
+    """What incremental decoding keeps between steps.
+
+    Args:
+        self_attn: one growing `KVCache` per decoder layer; cross_attn: one static `KVCache` per layer.
+        memory: the encoder output; memory_pad: its padding (True = PAD).
+        tgt_pad: True where a cached target position is PAD.
+
+    Shapes:
+        self_attn[i].key/value (B, H, t, d_k), cross_attn[i].key/value (B, H, S, d_k),
+        memory (B, S, d), memory_pad (B, S), tgt_pad (B, t).
+    """
+
+    self_attn: list[KVCache]
+    cross_attn: list[KVCache]
+    memory: torch.Tensor
+    memory_pad: torch.Tensor
+    tgt_pad: torch.Tensor
+
+    @classmethod
+    def empty(cls, num_layers: int, memory: torch.Tensor, memory_pad: torch.Tensor) -> DecoderCache:
+        """No target position yet; the cross-attention caches fill at the first step."""
+        return cls([KVCache() for _ in range(num_layers)], [KVCache(static=True) for _ in range(num_layers)],
+                   memory, memory_pad, memory_pad.new_zeros(memory_pad.shape[0], 0))
+
+    @property
+    def length(self) -> int:
+        return self.tgt_pad.shape[1]
+
+    def select(self, rows: torch.Tensor | None = None) -> DecoderCache:
+        """The cache of batch rows `rows` (B',) (to reorder beams), or a copy to grow when None."""
+        pick = (lambda x: x) if rows is None else (lambda x: x.index_select(0, rows))  # noqa: E731
+        return DecoderCache([c.select(rows) for c in self.self_attn], [c.select(rows) for c in self.cross_attn],
+                            pick(self.memory), pick(self.memory_pad), pick(self.tgt_pad))
+
+
 class Decoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional final `norm`.
 
-    forward(tgt [B, T, d], memory [B, S, d], masks as `DecoderLayer`) -> [B, T, d].
+    forward(tgt (B, T, d), memory (B, S, d), masks as `DecoderLayer`, cache=None) -> (B, T, d);
+    `cache` (a `DecoderCache`) hands each layer its own caches.
     """
 
     def __init__(self, layer: DecoderLayer, num_layers: int, norm: nn.Module | None = None):
@@ -80,8 +130,11 @@ class Decoder(nn.Module):
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
-                memory_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+                memory_key_padding_mask: torch.Tensor | None = None,
+                cache: DecoderCache | None = None) -> torch.Tensor:
         x = tgt
-        for layer in self.layers:
-            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else (cache.self_attn[i], cache.cross_attn[i])
+            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                      cache=layer_cache)
         return x if self.norm is None else self.norm(x)

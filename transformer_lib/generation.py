@@ -6,95 +6,39 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .attention import attention
+from .decoder import DecoderCache
 from .model import Transformer
 from .utils import check_positive_int
 
 # %% auto #0
-__all__ = ['DecoderCache', 'start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search',
-           'cross_attention_weights']
+__all__ = ['start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search', 'cross_attention_weights']
 
 # %% ../notebooks/07_generation.ipynb #a20b863d
-@dataclass
-class DecoderCache:
-    """Keys and values of every decoder layer, for incremental decoding.
-
-    self_k[i], self_v[i]: (B, H, t, d_k), one entry per generated position so far (grows each step).
-    cross_k[i], cross_v[i]: (B, H, S, d_k), projections of the memory, computed once per source.
-    memory_pad: (B, S) source padding; tgt_pad: (B, t) True where a generated token is PAD.
-    """
-
-    self_k: list[Tensor]
-    self_v: list[Tensor]
-    cross_k: list[Tensor]
-    cross_v: list[Tensor]
-    memory_pad: Tensor
-    tgt_pad: Tensor
-
-    @property
-    def length(self) -> int:
-        return self.tgt_pad.shape[1]
-
-    def select(self, rows: Tensor) -> DecoderCache:
-        """The cache of batch rows `rows` (used to reorder beams)."""
-        pick = lambda xs: [x.index_select(0, rows) for x in xs]  # noqa: E731
-        return DecoderCache(pick(self.self_k), pick(self.self_v), pick(self.cross_k), pick(self.cross_v),
-                            self.memory_pad.index_select(0, rows), self.tgt_pad.index_select(0, rows))
-
-
 def start_cache(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor) -> DecoderCache:
-    """An empty self-attention cache and the cross-attention keys/values of `memory` [B, S, d]."""
-    B, H = memory.shape[0], model.config.nhead
-    d_k = model.config.d_model // H
-    layers = model.decoder.layers
-    cross_k = [layer.cross_attn.split_heads(layer.cross_attn.k_proj(memory)) for layer in layers]  # (B, H, S, d_k)
-    cross_v = [layer.cross_attn.split_heads(layer.cross_attn.v_proj(memory)) for layer in layers]
-    empty = memory.new_zeros(B, H, 0, d_k)
-    return DecoderCache([empty] * len(layers), [empty] * len(layers), cross_k, cross_v,
-                        src_key_padding_mask, src_key_padding_mask.new_zeros(B, 0))
+    """An empty `DecoderCache` for decoding from `memory` (B, S, d), padding (B, S).
+
+    Each layer's self-attention cache grows by one position per step; its cross-attention cache
+    is filled with the memory's keys and values at the first step and reused after that.
+    """
+    return DecoderCache.empty(len(model.decoder.layers), memory, src_key_padding_mask)
 
 # %% ../notebooks/07_generation.ipynb #0b2300f6
-def _merge(x: Tensor) -> Tensor:
-    B, H, L, d_k = x.shape
-    return x.transpose(1, 2).reshape(B, L, H * d_k)                      # (B, H, L, d_k) -> (B, L, d)
-
-
 @torch.no_grad()
 def decode_step(model: Transformer, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
-    """Logits [B, V] of the next token after `tokens` [B, 1] (the newest token), and the grown cache."""
-    position = cache.length
-    tgt_pad = torch.cat([cache.tgt_pad, tokens.eq(model.config.pad_id)], dim=1)      # (B, t+1)
-    self_mask = tgt_pad[:, None, None, :]                                            # (B, 1, 1, t+1)
-    cross_mask = cache.memory_pad[:, None, None, :]                                  # (B, 1, 1, S)
-    new_k, new_v = [], []
-    x = model.tgt_embed(tokens, start=position)                                      # (B, 1, d)
-    for i, layer in enumerate(model.decoder.layers):
-        def self_attention(h, i=i, layer=layer):
-            mha = layer.self_attn
-            k = torch.cat([cache.self_k[i], mha.split_heads(mha.k_proj(h))], dim=2)  # (B, H, t+1, d_k)
-            v = torch.cat([cache.self_v[i], mha.split_heads(mha.v_proj(h))], dim=2)
-            new_k.append(k), new_v.append(v)
-            out, _ = attention(mha.split_heads(mha.q_proj(h)), k, v, self_mask, fused=True)  # (B, H, 1, d_k)
-            return mha.out_proj(_merge(out))
+    """Logits of the token after `tokens`, the newest token of each row, and the grown cache.
 
-        def cross_attention(h, i=i, layer=layer):
-            mha = layer.cross_attn
-            out, _ = attention(mha.split_heads(mha.q_proj(h)), cache.cross_k[i], cache.cross_v[i], cross_mask,
-                               fused=True)
-            return mha.out_proj(_merge(out))
+    `cache` itself is left as it was (the grown one is a new object).
 
-        x = layer.self_attn_sublayer(x, self_attention)
-        x = layer.cross_attn_sublayer(x, cross_attention)
-        x = layer.ff_sublayer(x, layer.feed_forward)
-    if model.decoder.norm is not None:
-        x = model.decoder.norm(x)
-    grown = DecoderCache(new_k, new_v, cache.cross_k, cache.cross_v, cache.memory_pad, tgt_pad)
-    return model.output(x)[:, -1], grown                                             # (B, V)
+    Shapes:
+        tokens (B, 1) -> logits (B, V).
+    """
+    grown = cache.select()                                                       # a copy to grow
+    logits = model.decode(tokens, grown.memory, grown.memory_pad, cache=grown)   # (B, 1, V)
+    return logits[:, -1], grown                                                  # (B, V)
 
 # %% ../notebooks/07_generation.ipynb #602b2560
 class _NextToken:
@@ -116,9 +60,10 @@ class _NextToken:
         return self.model.decode(prefix, self.memory, self.src_pad)[:, -1]
 
     def select(self, rows: Tensor) -> None:
-        self.memory, self.src_pad = self.memory.index_select(0, rows), self.src_pad.index_select(0, rows)
         if self.cache is not None:
             self.cache = self.cache.select(rows)
+        else:
+            self.memory, self.src_pad = self.memory.index_select(0, rows), self.src_pad.index_select(0, rows)
 
 
 def _check_common(model: Transformer, src: Tensor, max_new_tokens: int) -> int:
@@ -235,10 +180,8 @@ def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> 
     def recording(module):
         original = module.forward
 
-        def forward(query, key, value, key_padding_mask=None, attn_mask=None, need_weights=False,
-                     average_attn_weights=True):
-            out, weights = original(query, key, value, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                                    need_weights=True, average_attn_weights=True)
+        def forward(*args, **kwargs):
+            out, weights = original(*args, **{**kwargs, "need_weights": True, "average_attn_weights": True})
             captured.append(weights)
             return out, None
         return forward

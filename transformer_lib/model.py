@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .attention import causal_mask, padding_mask
-from .decoder import Decoder, DecoderLayer
+from .decoder import Decoder, DecoderCache, DecoderLayer
 from .embedding import TransformerEmbedding, check_token_ids
 from .encoder import Encoder, EncoderLayer
 from .feedforward import FeedForward
@@ -105,29 +105,46 @@ class Transformer(nn.Module):
         memory = self.encoder(self.src_embed(src), src_key_padding_mask=src_pad)  # (B, S, d)
         return memory, src_pad
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor) -> torch.Tensor:
-        """tgt_in ids [B, T] (starting with a real token), memory [B, S, d] -> logits [B, T, V]."""
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor,
+               cache: DecoderCache | None = None, start: int | None = None) -> torch.Tensor:
+        """Logits of every position of `tgt_in`, reading `memory`.
+
+        Args:
+            tgt_in: target ids; at position 0 (no cache), a real token (BOS) in every row.
+            memory: the encoder output; src_key_padding_mask: its padding (True = PAD).
+            cache: for incremental decoding, the positions decoded so far; grown in place.
+            start: the position of tgt_in[:, 0]; by default the cache's length (0 without one).
+
+        Shapes:
+            tgt_in (B, T), memory (B, S, d), src_key_padding_mask (B, S) -> logits (B, T, V).
+        """
+        start = (0 if cache is None else cache.length) if start is None else start
+        if cache is not None and start != cache.length:
+            raise ValueError(f"start must be the cache's length {cache.length}, got {start}")
         check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
-        self._check_length(tgt_in, "tgt_in")
-        if tgt_in.shape[1] == 0 or tgt_in[:, 0].eq(self.config.pad_id).any():
+        self._check_length(tgt_in, "tgt_in", start)
+        if tgt_in.shape[1] == 0 or (start == 0 and tgt_in[:, 0].eq(self.config.pad_id).any()):
             raise ValueError("tgt_in must start with a valid token (BOS) in every row, got padding in column 0")
         if memory.shape[0] != tgt_in.shape[0]:
             raise ValueError(f"memory and tgt_in must have the same batch size, got memory {list(memory.shape)} "
                              f"and tgt_in {list(tgt_in.shape)}")
         T = tgt_in.shape[1]
-        hidden = self.decoder(self.tgt_embed(tgt_in), memory,
-                              tgt_mask=causal_mask(T, device=tgt_in.device),              # (T, T)
-                              tgt_key_padding_mask=padding_mask(tgt_in, self.config.pad_id),  # (B, T)
-                              memory_key_padding_mask=src_key_padding_mask)               # (B, S)
+        tgt_pad = padding_mask(tgt_in, self.config.pad_id)                                # (B, T)
+        if cache is not None:
+            tgt_pad = cache.tgt_pad = torch.cat([cache.tgt_pad, tgt_pad], dim=1)          # (B, start + T)
+        hidden = self.decoder(self.tgt_embed(tgt_in, start=start), memory,
+                              tgt_mask=causal_mask(start + T, device=tgt_in.device)[start:],  # (T, start + T)
+                              tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_key_padding_mask,
+                              cache=cache)                                                # (B, T, d)
         return self.output(hidden)                                                        # (B, T, V)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, src_pad = self.encode(src)
         return self.decode(tgt_in, memory, src_pad)
 
-    def _check_length(self, ids: torch.Tensor, name: str) -> None:
-        if ids.shape[1] > self.config.max_len:
-            raise ValueError(f"{name} has length {ids.shape[1]}, more than max_len={self.config.max_len}")
+    def _check_length(self, ids: torch.Tensor, name: str, start: int = 0) -> None:
+        if start + ids.shape[1] > self.config.max_len:
+            raise ValueError(f"{name} has length {start + ids.shape[1]}, more than max_len={self.config.max_len}")
 
     def num_parameters(self) -> int:
         """Distinct parameters (a tied matrix counts once)."""

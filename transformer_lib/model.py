@@ -132,8 +132,8 @@ class Transformer(nn.Module):
         tgt_pad = padding_mask(tgt_in, self.config.pad_id)                                # (B, T)
         if cache is not None:
             tgt_pad = cache.tgt_pad = torch.cat([cache.tgt_pad, tgt_pad], dim=1)          # (B, start + T)
-        hidden = self.decoder(self.tgt_embed(tgt_in, start=start), memory,
-                              tgt_mask=causal_mask(start + T, device=tgt_in.device)[start:],  # (T, start + T)
+        future = None if T == 1 else causal_mask(start + T, device=tgt_in.device)[start:]  # (T, start + T)
+        hidden = self.decoder(self.tgt_embed(tgt_in, start=start), memory, tgt_mask=future,
                               tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_key_padding_mask,
                               cache=cache)                                                # (B, T, d)
         return self.output(hidden)                                                        # (B, T, V)

@@ -14,7 +14,7 @@ from .utils import check_positive_int, check_shape
 
 # %% auto #0
 __all__ = ['PAD_ID', 'BOS_ID', 'EOS_ID', 'FIRST_WORD_ID', 'Pair', 'make_reversal_data', 'split', 'pad_batch', 'shift_right',
-           'Batch', 'collate', 'batches', 'token_nll']
+           'Batch', 'collate', 'batches', 'token_nll_simple']
 
 # %% ../notebooks/06_training.ipynb #33bb39a8
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -108,11 +108,21 @@ def batches(pairs: Sequence[Pair], batch_size: int, shuffle: bool = False,
         yield collate([pairs[i] for i in order[start:start + batch_size]])
 
 # %% ../notebooks/06_training.ipynb #9f0c5369
-def token_nll(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tensor:
-    """Mean of -log P(y_it | y_<t, x) over the positions whose label is not PAD.
+def token_nll_simple(logits: torch.Tensor, labels: torch.Tensor,
+                     pad_id: int = PAD_ID) -> torch.Tensor:
+    """Mean of -log P(y_it | y_<t, x) over the positions whose label is not PAD, written out.
 
-    The token-level training loss: a batch's loss does not depend on how much padding it has.
-    logits [B, T, V], labels [B, T] -> scalar.
+    The token-level loss of chapter 6 (log_softmax, then the label's entry), for reading: the
+    library trains with `training.sequence_loss`, equal to it with `label_smoothing=0`. A
+    batch's loss does not depend on how much padding it has.
+
+    Args:
+        logits: unnormalised scores over the vocabulary.
+        labels: target ids; positions equal to `pad_id` are ignored.
+        pad_id: the padding id.
+
+    Shapes:
+        logits (B, T, V), labels (B, T) -> a scalar.
     """
     check_shape(logits, (None, None, None), "logits")
     check_shape(labels, tuple(logits.shape[:2]), "labels")

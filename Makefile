@@ -64,7 +64,7 @@ pytest-lib:
 #     the two workers finish together; chapters whose asserts are about measured time run alone,
 #     after the others, on a quiet machine.
 TIMED_NOTEBOOKS := notebooks/08_cost.ipynb
-LONGEST_NOTEBOOKS := $(wildcard notebooks/09_*.ipynb notebooks/10_*.ipynb notebooks/07_*.ipynb \
+LONGEST_NOTEBOOKS := $(wildcard notebooks/09_*.ipynb notebooks/10b_*.ipynb notebooks/10_*.ipynb notebooks/07_*.ipynb \
 	notebooks/06b_*.ipynb)
 NOTEBOOKS := $(LONGEST_NOTEBOOKS) $(filter-out $(LONGEST_NOTEBOOKS),$(wildcard notebooks/*.ipynb))
 NBVAL = $(BIN)/python -m pytest $(NBVAL_MODE) --nbval-current-env --nbval-sanitize-with $(SANITIZE) -q -p no:cacheprovider

@@ -21,10 +21,10 @@ from _record import write_result  # noqa: E402
 
 from transformer_lib.cost import benchmark  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
-from transformer_lib.training import save_checkpoint  # noqa: E402
+from transformer_lib.checkpoint import save_checkpoint  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
 
-TRAIN = [sys.executable, "-m", "transformer_lib.train", "--task", "reversal", "--steps", "1000",
+TRAIN = [sys.executable, "-m", "transformer_lib.cli", "--task", "reversal", "--steps", "1000",
          "--global-batch-size", "64", "--size", "tiny", "--train-size", "20000", "--valid-size", "100",
          "--log-every", "1000", "--device", "cpu"]
 

@@ -94,3 +94,11 @@ def test_init_is_committed_and_library_imports():
     import transformer_lib  # noqa: F401
 
     assert (ROOT / "transformer_lib" / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_named_after_its_module(path):
+    """`NN_<module>.ipynb` writes `transformer_lib/<module>.py`: the stem after the number names the module."""
+    module = re.match(r"#\|\s*default_exp[ \t]+(\w+)", source(code_cells(path)[0])).group(1)
+    assert path.stem.split("_", 1)[1] == module, f"{path.name} writes {module}.py; call it NN_{module}.ipynb"
+    assert exported_modules(path) == {module}, f"{path.name} writes {sorted(exported_modules(path))}"

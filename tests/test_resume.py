@@ -150,7 +150,7 @@ def test_out_that_is_a_file_is_refused(tmp_path: Path):
 def test_checkpoints_are_written_atomically(tmp_path: Path, monkeypatch):
     """A failure during the write leaves the previous checkpoint intact and no temporary file."""
     from transformer_lib.model import Transformer, TransformerConfig
-    from transformer_lib.training import load_checkpoint, save_checkpoint
+    from transformer_lib.checkpoint import load_checkpoint, save_checkpoint
 
     config = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=16, nhead=2,
                                num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)

@@ -1,14 +1,33 @@
-"""The training command of the appendix: --help, bad arguments, and 2-process DDP parity (gloo on CPU)."""
+"""The training command of the appendix: the script entry, --help, bad arguments, and 2-process DDP parity (gloo on CPU)."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from training_command import ENV, MODULE, TORCHRUN_2, run
+
+ROOT = Path(__file__).resolve().parents[1]
 SHORT = ["--task", "reversal", "--steps", "30", "--global-batch-size", "24", "--lr", "3e-3", "--warmup", "5",
          "--size", "tiny", "--train-size", "500", "--valid-size", "50", "--seed", "1", "--log-every", "10",
          "--device", "cpu"]
+
+
+def test_the_command_is_declared_as_a_script(monkeypatch):
+    tomllib = pytest.importorskip("tomllib")                       # Python 3.11+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"tt-train": "transformer_lib.cli:main"}
+    from transformer_lib import cli
+
+    assert callable(cli.main)
+    monkeypatch.setattr(sys, "argv", ["/somewhere/bin/tt-train"])  # how the installed script starts
+    assert cli.make_parser().prog == "tt-train"
+
+
+def test_importing_the_module_runs_nothing():
+    done = run([sys.executable, "-c", "import transformer_lib.cli, transformer_lib.distributed"], timeout=60)
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
 
 
 def test_help():
@@ -27,6 +46,10 @@ def test_help():
     (["--global-batch-size", "15"], 2, "--global-batch-size"),
     (["--lr", "0"], 1, "--lr"),
     (["--d-model", "30"], 1, "--d-model"),
+    (["--dropout", "1"], 1, "--dropout"),
+    (["--label-smoothing", "1.5"], 1, "--label-smoothing"),
+    (["--checkpoint-every", "5"], 1, "--checkpoint-every"),
+    (["--device", "tpu9"], 1, "--device"),
 ])
 def test_bad_arguments_exit_with_a_message_naming_the_option(argv, world_size, option):
     env = dict(ENV)
@@ -36,6 +59,7 @@ def test_bad_arguments_exit_with_a_message_naming_the_option(argv, world_size, o
     assert done.returncode != 0
     error = done.stderr.strip().splitlines()[-1]
     assert "error" in error and option in error, done.stderr
+    assert error.startswith("python -m transformer_lib.cli: error: argument "), error
 
 
 def test_two_processes_follow_the_single_process_loss(tmp_path: Path):
@@ -62,6 +86,6 @@ def test_two_processes_follow_the_single_process_loss(tmp_path: Path):
         # float64: the whole trajectory
         x, y = curves["one", "fp64"][q], curves["two", "fp64"][q]
         assert torch.allclose(x, y, rtol=1e-10, atol=0), (x - y).abs().max()
-    from transformer_lib.training import load_checkpoint
+    from transformer_lib.checkpoint import load_checkpoint
     model, extra = load_checkpoint(tmp_path / "two-fp32" / "checkpoint.pt", with_extra=True)
     assert extra["world_size"] == 2 and extra["step"] == 30 and model.config.d_model == 32

@@ -1,4 +1,4 @@
-"""transformer_lib.training: loss, schedule, config checks, checkpoints and a short training run."""
+"""transformer_lib.training: the loss, schedule, config checks, evaluation, the loop and a short training run."""
 import math
 
 import pytest
@@ -7,10 +7,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lib.data import batches, make_reversal_data
+from transformer_lib.data import PAD_ID, batches, collate, make_reversal_data, token_nll_simple
 from transformer_lib.model import Transformer, TransformerConfig
-from transformer_lib.training import (TrainingConfig, evaluate_loss, inverse_sqrt_factor, load_checkpoint,
-                                      make_optimizer, make_scheduler, noam_lr, save_checkpoint, sequence_loss, train)
+from transformer_lib.training import (StepResult, TrainingConfig, evaluate, exact_match, inverse_sqrt_factor,
+                                      make_optimizer, make_scheduler, noam_lr, run_steps, sequence_loss, train,
+                                      train_step)
 
 SMALL = dict(src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2, num_encoder_layers=1,
              num_decoder_layers=1, dim_feedforward=32, dropout=0.0, max_len=16)
@@ -41,6 +42,32 @@ def test_sequence_loss_all_padding_is_zero():
     loss = sequence_loss(logits, torch.zeros(2, 3, dtype=torch.long), 0)
     assert loss.item() == 0.0
     loss.backward()
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 1000), extra=st.integers(1, 4), eps=st.sampled_from([0.0, 0.1]))
+def test_loss_ignores_padding(seed, extra, eps):
+    """Moved from test_data.py (chapter 6's written-out loss): now on the one loss the library trains with."""
+    torch.manual_seed(seed)
+    batch = collate(make_reversal_data(4, seed=seed))
+    logits = torch.randn(*batch.labels.shape, 20)
+    wider = F.pad(logits, (0, 0, 0, extra), value=5.0)          # garbage logits at new padded positions
+    loss = sequence_loss(logits, batch.labels, PAD_ID, eps)
+    padded = F.pad(batch.labels, (0, extra), value=PAD_ID)
+    assert torch.allclose(loss, sequence_loss(wider, padded, PAD_ID, eps))
+    ref = F.cross_entropy(logits.reshape(-1, 20), batch.labels.reshape(-1), ignore_index=PAD_ID,
+                          label_smoothing=eps)
+    assert torch.allclose(loss, ref, atol=1e-6)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 1000), extra=st.integers(0, 3))
+def test_sequence_loss_without_smoothing_is_chapter_6s_written_out_loss(seed, extra):
+    torch.manual_seed(seed)
+    labels = F.pad(collate(make_reversal_data(4, seed=seed)).labels, (0, extra), value=PAD_ID)
+    logits = torch.randn(*labels.shape, 20) * 3
+    expected = token_nll_simple(logits, labels, PAD_ID)
+    assert torch.allclose(sequence_loss(logits, labels, PAD_ID, label_smoothing=0.0), expected, atol=1e-6)
 
 
 def test_sequence_loss_bad_input():
@@ -90,45 +117,109 @@ def _model(seed=0):
     return Transformer(TransformerConfig(**SMALL)).eval()
 
 
-def test_checkpoint_round_trip(tmp_path):
-    model = _model()
-    src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
-    tgt = torch.tensor([[1, 7, 6, 5], [1, 9, 8, 0]])
-    path = save_checkpoint(tmp_path / "m.pt", model, step=3)
-    restored, extra = load_checkpoint(path, with_extra=True)
-    with torch.no_grad():
-        assert torch.equal(model(src, tgt), restored(src, tgt))
-    assert extra == {"step": 3} and restored.config == model.config
-
-
-def test_bad_checkpoints_raise_value_error_with_path(tmp_path):
-    model = _model()
-    good = save_checkpoint(tmp_path / "good.pt", model)
-    corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(good.read_bytes()[:500])
-    garbage = tmp_path / "garbage.pt"
-    garbage.write_bytes(b"not a checkpoint at all")
-    mismatched = save_checkpoint(tmp_path / "mismatched.pt", model,
-                                 config=TransformerConfig(**{**SMALL, "d_model": 32}))
-    no_config = tmp_path / "no_config.pt"
-    torch.save({"format": "transformer_lib.checkpoint/1", "state_dict": model.state_dict()}, no_config)
-    plain = tmp_path / "plain.pt"
-    torch.save(model.state_dict(), plain)
-    for bad, what in ((corrupt, "readable"), (garbage, "readable"), (mismatched, "match"),
-                      (no_config, "config"), (plain, "checkpoint")):
-        with pytest.raises(ValueError, match=what) as info:
-            load_checkpoint(bad)
-        assert str(bad) in str(info.value)
-
-
 def test_short_training_decreases_loss():
     pairs = make_reversal_data(256, seed=0)
     valid = list(batches(pairs[:64], 64))
     model = _model()
-    before = evaluate_loss(model, valid)
+    before = evaluate(model, valid)["loss"]
     gen = torch.Generator().manual_seed(0)
     history = train(model, lambda e: batches(pairs, 32, shuffle=True, generator=gen), valid,
                     TrainingConfig(steps=30, lr=3e-3, warmup=5, eval_every=10))
     assert len(history.train_loss) == 30 and history.eval_step == [10, 20, 30]
     assert history.best_valid_loss == min(history.valid_loss) < before
-    assert math.isclose(evaluate_loss(model, valid), history.best_valid_loss, rel_tol=1e-5)
+    assert math.isclose(evaluate(model, valid)["loss"], history.best_valid_loss, rel_tol=1e-5)
+    assert len(history.grad_norm) == 30 and all(g > 0 for g in history.grad_norm)
+
+
+def _recipe(**kw):
+    return TrainingConfig(**{**dict(steps=10, lr=3e-3, warmup=3, label_smoothing=0.1, clip=0.5), **kw})
+
+
+def _epochs(pairs, batch_size=16):
+    """train_batches(epoch): a shuffle that depends on the epoch only, as a resumed run needs."""
+    return lambda epoch: batches(pairs, batch_size, shuffle=True, generator=torch.Generator().manual_seed(epoch))
+
+
+def _dropping_model(seed=0):
+    torch.manual_seed(seed)
+    return Transformer(TransformerConfig(**{**SMALL, "dropout": 0.1}))
+
+
+def test_run_steps_reports_every_step_and_stops_when_asked():
+    pairs = make_reversal_data(96, seed=1)                         # 6 batches of 16 per epoch
+    model = _model()
+    optimizer = make_optimizer(model, _recipe())
+    scheduler = make_scheduler(optimizer, _recipe())
+    seen = []
+    taken = run_steps(model, optimizer, scheduler, _epochs(pairs), _recipe(steps=20),
+                      lambda r: seen.append(r) or r.step == 8)
+    assert taken == 8 and [r.step for r in seen] == list(range(1, 9)) and model.training
+    assert all(isinstance(r, StepResult) and r.grad_norm > 0 and r.lr > 0 for r in seen)
+    assert seen[0].lr == 3e-3 * inverse_sqrt_factor(1, 3)               # the lr the step used
+    assert run_steps(model, optimizer, scheduler, _epochs(pairs), _recipe(steps=8), step=8) == 8
+
+
+def test_run_steps_continues_a_run_bit_for_bit():
+    """Stopped after 9 steps (inside epoch 1), then continued from step 9, epoch 1, 3 batches used:
+    the same losses and weights as one uninterrupted run (dropout on: the generators are kept)."""
+    pairs, recipe = make_reversal_data(96, seed=1), _recipe(steps=14)      # 6 batches per epoch
+
+    def start():
+        model = _dropping_model()
+        optimizer = make_optimizer(model, recipe)
+        return model, optimizer, make_scheduler(optimizer, recipe)
+
+    whole, losses = start(), []
+    torch.manual_seed(5)
+    run_steps(*whole, _epochs(pairs), recipe, lambda r: losses.append(r.loss))
+    parts, resumed = start(), []
+    torch.manual_seed(5)
+    assert run_steps(*parts, _epochs(pairs), recipe, lambda r: resumed.append(r.loss) or r.step == 9) == 9
+    assert run_steps(*parts, _epochs(pairs), recipe, lambda r: resumed.append(r.loss),
+                     step=9, epoch=1, skip=3) == 14
+    assert resumed == losses
+    assert all(torch.equal(a, b) for a, b in zip(whole[0].parameters(), parts[0].parameters()))
+
+
+def test_train_step_loss_hook_and_measuring_the_norm_without_clipping():
+    batch = collate(make_reversal_data(8, seed=2))
+    model = _model()
+    optimizer = make_optimizer(model, _recipe(clip=None))
+    calls = []
+
+    def doubled(logits, labels):
+        calls.append(logits.shape)
+        loss = sequence_loss(logits, labels, PAD_ID)
+        return 2 * loss, loss.detach()
+
+    logged, norm = train_step(model, optimizer, batch, _recipe(clip=None), doubled)
+    assert calls == [(8, batch.labels.shape[1], 20)]
+    # the gradients were those of 2 * loss, unclipped: clip_grad_norm_ with max_norm inf scales by 1
+    twin = _model()
+    sequence_loss(twin(*batch[:2]), batch.labels, PAD_ID).mul(2).backward()
+    grads = torch.cat([p.grad.flatten() for p in twin.parameters()])
+    assert math.isclose(norm, grads.norm().item(), rel_tol=1e-5)
+    with torch.no_grad():
+        assert math.isclose(logged, sequence_loss(twin(*batch[:2]), batch.labels, PAD_ID).item(), rel_tol=1e-6)
+
+
+def test_evaluate_loss_and_exact_match():
+    batch = collate(make_reversal_data(40, seed=3))
+    bos = torch.ones(len(batch.labels), 1, dtype=torch.long)
+
+    def perfect(model, src, max_new_tokens):             # "generates" the labels, BOS first
+        assert max_new_tokens == batch.labels.shape[1] + 1
+        return torch.cat([bos, batch.labels], dim=1)
+
+    def never_ends(model, src, max_new_tokens):          # BOS, BOS: no EOS anywhere
+        return torch.ones(len(src), 2, dtype=torch.long)
+
+    model = _model().train()
+    result = evaluate(model, [batch], PAD_ID, decode=perfect)
+    assert result["exact_match"] == 1.0 and model.training               # its mode is restored
+    assert result["loss"] == evaluate(model, [batch])["loss"] and set(evaluate(model, [batch])) == {"loss"}
+    assert evaluate(model, [batch], decode=never_ends)["exact_match"] == 0.0
+    assert exact_match(perfect(model, batch.src, batch.labels.shape[1] + 1), batch.labels).all()
+    only_padding = (batch.src, batch.tgt_in, torch.zeros_like(batch.labels))
+    with pytest.raises(ValueError, match="non-PAD"):
+        evaluate(model, [only_padding])

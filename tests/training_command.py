@@ -9,9 +9,9 @@ import sys
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
     ENV.pop(var, None)
-MODULE = [sys.executable, "-m", "transformer_lib.train"]
+MODULE = [sys.executable, "-m", "transformer_lib.cli"]
 TORCHRUN_2 = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-              "-m", "transformer_lib.train"]
+              "-m", "transformer_lib.cli"]
 
 
 def run(command: list[str], env: dict | None = None, timeout: int = 180) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from .attention import KVCache, MultiHeadAttention
-from .encoder import _copy_feed_forward, _copy_norm, _independent_copies, _torch_layer_arguments
+from .encoder import copy_feed_forward, copy_norm, independent_copies, torch_layer_arguments
 from .feedforward import FeedForward
 from .norm import ResidualSublayer
 
@@ -69,13 +69,13 @@ class DecoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, module: nn.TransformerDecoderLayer) -> DecoderLayer:
         """A copy of a batch-first `nn.TransformerDecoderLayer` (relu or gelu, either norm order)."""
-        new = cls(**_torch_layer_arguments(module, nn.TransformerDecoderLayer))
+        new = cls(**torch_layer_arguments(module, nn.TransformerDecoderLayer))
         new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
         new.cross_attn = MultiHeadAttention.from_torch(module.multihead_attn)
-        _copy_feed_forward(new.feed_forward, module)
+        copy_feed_forward(new.feed_forward, module)
         for ours, theirs in ((new.self_attn_sublayer, module.norm1), (new.cross_attn_sublayer, module.norm2),
                              (new.ff_sublayer, module.norm3)):
-            _copy_norm(ours.norm, theirs)
+            copy_norm(ours.norm, theirs)
         return new.to(module.linear1.weight.device, module.linear1.weight.dtype)
 
 
@@ -125,7 +125,7 @@ class Decoder(nn.Module):
 
     def __init__(self, layer: DecoderLayer, num_layers: int, norm: nn.Module | None = None):
         super().__init__()
-        self.layers = _independent_copies(layer, num_layers)
+        self.layers = independent_copies(layer, num_layers)
         self.norm = norm
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,

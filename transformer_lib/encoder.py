@@ -17,7 +17,7 @@ from .norm import LayerNorm, ResidualSublayer
 from .utils import check_positive_int
 
 # %% auto #0
-__all__ = ['EncoderLayer', 'Encoder']
+__all__ = ['EncoderLayer', 'torch_layer_arguments', 'copy_feed_forward', 'copy_norm', 'independent_copies', 'Encoder']
 
 # %% ../notebooks/04b_encoder.ipynb #61df6f4a
 class EncoderLayer(nn.Module):
@@ -49,15 +49,15 @@ class EncoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, module: nn.TransformerEncoderLayer) -> EncoderLayer:
         """A copy of a batch-first `nn.TransformerEncoderLayer` (relu or gelu, either norm order)."""
-        new = cls(**_torch_layer_arguments(module, nn.TransformerEncoderLayer))
+        new = cls(**torch_layer_arguments(module, nn.TransformerEncoderLayer))
         new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
-        _copy_feed_forward(new.feed_forward, module)
-        _copy_norm(new.attn_sublayer.norm, module.norm1)
-        _copy_norm(new.ff_sublayer.norm, module.norm2)
+        copy_feed_forward(new.feed_forward, module)
+        copy_norm(new.attn_sublayer.norm, module.norm1)
+        copy_norm(new.ff_sublayer.norm, module.norm2)
         return new.to(module.linear1.weight.device, module.linear1.weight.dtype)
 
 
-def _torch_layer_arguments(module: nn.Module, expected: type) -> dict:
+def torch_layer_arguments(module: nn.Module, expected: type) -> dict:
     """Constructor arguments of our layer for a batch-first torch encoder/decoder layer `module`."""
     if not isinstance(module, expected):
         raise TypeError(f"module must be an nn.{expected.__name__}, got {type(module).__name__}")
@@ -77,14 +77,16 @@ def _torch_activation_name(activation) -> str:
     raise ValueError(f"activation must be relu or gelu to copy it, got {activation!r}")
 
 
-def _copy_feed_forward(ours: FeedForward, theirs: nn.Module) -> None:
+def copy_feed_forward(ours: FeedForward, theirs: nn.Module) -> None:
+    """Copy the weights of a torch layer's `linear1`/`linear2` into our `FeedForward`."""
     with torch.no_grad():
         for name in ("linear1", "linear2"):
             getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
             getattr(ours, name).bias.copy_(getattr(theirs, name).bias)
 
 
-def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
+def copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
+    """Copy the weight and bias of a torch `nn.LayerNorm` into our `LayerNorm`."""
     with torch.no_grad():
         ours.weight.copy_(theirs.weight)
         ours.bias.copy_(theirs.bias)
@@ -99,7 +101,7 @@ def _reset_all(module: nn.Module) -> None:
                 break
 
 
-def _independent_copies(layer: nn.Module, num_layers: int) -> nn.ModuleList:
+def independent_copies(layer: nn.Module, num_layers: int) -> nn.ModuleList:
     """`num_layers` deep copies of `layer`, each re-initialised: same configuration, own parameters."""
     copies = nn.ModuleList(copy.deepcopy(layer) for _ in range(check_positive_int(num_layers, "num_layers")))
     for clone in copies:
@@ -115,7 +117,7 @@ class Encoder(nn.Module):
 
     def __init__(self, layer: EncoderLayer, num_layers: int, norm: nn.Module | None = None):
         super().__init__()
-        self.layers = _independent_copies(layer, num_layers)
+        self.layers = independent_copies(layer, num_layers)
         self.norm = norm
 
     def forward(self, src: torch.Tensor, mask: torch.Tensor | None = None,

@@ -19,8 +19,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile -r requirements.txt
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile --no-deps -e .
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 
 setup: $(STAMP)
@@ -60,16 +60,18 @@ WORKER_THREADS := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 pytest-lib:
 	$(WORKER_THREADS) $(BIN)/python -m pytest tests -n auto -q
 
-# 3b. Notebooks re-executed and compared with their stored outputs. The longest first, so that
-#     the two workers finish together; chapters whose asserts are about measured time run alone,
-#     after the others, on a quiet machine.
+# 3b. Notebooks re-executed and compared with their stored outputs, on two workers. xdist hands each
+#     worker two notebooks at the start, in the order given here (--no-loadscope-reorder): the
+#     capstone, the longest, goes first and gets the shortest notebook as its second, so that the
+#     workers finish together. Chapters whose asserts are about measured time run alone, after
+#     the others, on a quiet machine.
 TIMED_NOTEBOOKS := notebooks/08_cost.ipynb
-LONGEST_NOTEBOOKS := $(wildcard notebooks/09_*.ipynb notebooks/10b_*.ipynb notebooks/10_*.ipynb notebooks/07_*.ipynb \
-	notebooks/06b_*.ipynb)
+LONGEST_NOTEBOOKS := $(wildcard notebooks/09_*.ipynb notebooks/10b_*.ipynb notebooks/00_*.ipynb \
+	notebooks/07_*.ipynb notebooks/06b_*.ipynb notebooks/10_*.ipynb)
 NOTEBOOKS := $(LONGEST_NOTEBOOKS) $(filter-out $(LONGEST_NOTEBOOKS),$(wildcard notebooks/*.ipynb))
 NBVAL = $(BIN)/python -m pytest $(NBVAL_MODE) --nbval-current-env --nbval-sanitize-with $(SANITIZE) -q -p no:cacheprovider
 pytest-nb:
-	$(WORKER_THREADS) $(NBVAL) -n auto --dist loadfile $(filter-out $(TIMED_NOTEBOOKS),$(NOTEBOOKS))
+	$(WORKER_THREADS) $(NBVAL) -n auto --dist loadfile --no-loadscope-reorder $(filter-out $(TIMED_NOTEBOOKS),$(NOTEBOOKS))
 	$(WORKER_THREADS) $(NBVAL) $(TIMED_NOTEBOOKS)
 
 # 3c. Every notebook again as a reader runs it: one at a time, with the machine's default thread
@@ -91,9 +93,9 @@ FLOOR_VENV  := .venv-torch$(TORCH_FLOOR)
 FLOOR_STAMP := $(FLOOR_VENV)/.installed
 $(FLOOR_STAMP): pyproject.toml
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
-	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile "torch==$(TORCH_FLOOR).*" \
+	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check "torch==$(TORCH_FLOOR).*" \
 		"numpy<2" $$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis|psutil)==' requirements.txt)
-	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile --no-deps -e .
+	$(FLOOR_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 floor-setup: $(FLOOR_STAMP)
 pytest-floor: $(FLOOR_STAMP)

@@ -36,9 +36,9 @@ setup: $(STAMP)
 book: setup book-build
 	@echo "Book: file://$(CURDIR)/_build/html/index.html"
 
-# Two cores, used in turn by the gates. What waits on the network and the disk (the torch-floor
-# venv, Chromium) and the book build run beside them: the book at idle priority (SCHED_IDLE), so
-# that it only takes the cycles the gates leave, e.g. while chapter 8 runs alone.
+# Two cores, used in turn by the gates. Beside them run what waits on the network and the disk (the
+# torch-floor venv, Chromium) and the book build, at idle priority (SCHED_IDLE): they take only the
+# cycles the gates leave, e.g. while chapter 8 runs alone, and slow no gate down.
 IDLE := $(shell chrt --idle 0 true 2>/dev/null && echo chrt --idle 0 || echo nice -n 19)
 LOGS := _build/logs
 test:
@@ -56,7 +56,7 @@ gates: setup
 # Output to logs, shown when a step fails, so that it does not interleave with the gates'.
 beside-gates: setup
 	@mkdir -p $(LOGS)
-	@$(MAKE) --no-print-directory -j2 floor-setup browser-setup > $(LOGS)/setups.log 2>&1 \
+	@$(IDLE) $(MAKE) --no-print-directory -j2 floor-setup browser-setup > $(LOGS)/setups.log 2>&1 \
 		|| { cat $(LOGS)/setups.log; exit 1; }
 	@$(IDLE) $(MAKE) --no-print-directory book-build > $(LOGS)/book.log 2>&1 || { cat $(LOGS)/book.log; exit 1; }
 	@echo "beside the gates: torch-floor venv and Chromium installed, book built (logs in $(LOGS))"

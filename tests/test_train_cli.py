@@ -50,6 +50,7 @@ def test_help():
     (["--label-smoothing", "1.5"], 1, "--label-smoothing"),
     (["--checkpoint-every", "5"], 1, "--checkpoint-every"),
     (["--device", "tpu9"], 1, "--device"),
+    (["--schedule", "linear", "--steps", "50", "--warmup", "60"], 1, "--warmup"),
 ])
 def test_bad_arguments_exit_with_a_message_naming_the_option(argv, world_size, option, capsys):
     from transformer_lib.cli import parse_args

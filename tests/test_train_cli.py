@@ -26,7 +26,7 @@ def test_the_command_is_declared_as_a_script(monkeypatch):
 
 
 def test_importing_the_module_runs_nothing():
-    done = run([sys.executable, "-c", "import transformer_lib.cli, transformer_lib.distributed"], timeout=60)
+    done = run([sys.executable, "-c", "import transformer_lib.cli, transformer_lib.distributed"])
     assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
 
 
@@ -65,7 +65,7 @@ def test_bad_arguments_exit_with_a_message_naming_the_option(argv, world_size, o
 def test_a_bad_argument_of_the_command_exits_with_a_message_naming_it():
     env = {**ENV, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": "1"}       # what torchrun sets for rank 0: the check fails before joining a group
-    done = run(MODULE + ["--global-batch-size", "15"], env=env, timeout=60)
+    done = run(MODULE + ["--global-batch-size", "15"], env=env)
     assert done.returncode == 2
     error = done.stderr.strip().splitlines()[-1]
     assert error.startswith("python -m transformer_lib.cli: error: argument --global-batch-size"), error
@@ -76,7 +76,7 @@ def test_two_processes_follow_the_single_process_loss(tmp_path: Path):
     for precision in ("fp32", "fp64"):
         for name, command in (("one", MODULE), ("two", TORCHRUN_2)):
             out = tmp_path / f"{name}-{precision}"
-            done = run(command + SHORT + ["--precision", precision, "--out", str(out)], timeout=180)
+            done = run(command + SHORT + ["--precision", precision, "--out", str(out)])
             assert done.returncode == 0, done.stderr[-3000:]
             logs[name, precision] = json.loads((out / "log.json").read_text())
             if name == "two":      # rank 0 alone logs and writes: one header line, one checkpoint and one log

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from training_command import ENV, MODULE, TORCHRUN_2, run
+from training_command import ENV, MODULE, TIMEOUT, TORCHRUN_2, run
 # dropout 0.1: every step draws random masks, so a resume that lost the generators would show
 RUN = ["--task", "reversal", "--steps", "30", "--global-batch-size", "24", "--lr", "3e-3", "--warmup", "5",
        "--size", "tiny", "--train-size", "300", "--valid-size", "40", "--seed", "1", "--log-every", "1",
@@ -28,7 +28,7 @@ def run_until(command: list[str], step: int, sig: int) -> subprocess.Popen:
             for member in job.children(recursive=True) + [job]:     # torchrun's workers too
                 member.send_signal(sig)
             break
-    rest, _ = process.communicate(timeout=120)
+    rest, _ = process.communicate(timeout=TIMEOUT)
     process.seen = "".join(seen) + rest
     return process
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from transformer_lib.data import PAD_ID, batches, collate, make_reversal_data, token_nll_simple
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.training import (StepResult, TrainingConfig, evaluate, exact_match, inverse_sqrt_factor,
-                                      make_optimizer, make_scheduler, noam_lr, run_steps, sequence_loss, train,
-                                      train_step)
+                                      linear_decay_factor, make_optimizer, make_scheduler, noam_lr, run_steps,
+                                      sequence_loss, train, train_step)
 
 SMALL = dict(src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2, num_encoder_layers=1,
              num_decoder_layers=1, dim_feedforward=32, dropout=0.0, max_len=16)
@@ -97,6 +97,25 @@ def test_scheduler_follows_factor():
         assert math.isclose(sched.get_last_lr()[0], 1e-3 * inverse_sqrt_factor(k + 1, 5))
         opt.step()
         sched.step()
+
+
+def test_linear_schedule_rises_to_the_peak_then_falls_to_the_last_step():
+    cfg = TrainingConfig(lr=1e-3, warmup=4, steps=10, schedule="linear")
+    opt = make_optimizer(torch.nn.Linear(2, 2), cfg)
+    sched = make_scheduler(opt, cfg)
+    used = []
+    for _ in range(cfg.steps):
+        used.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    assert used == [1e-3 * linear_decay_factor(k + 1, 4, 10) for k in range(10)]
+    assert used[3] == 1e-3 and math.isclose(used[-1], 1e-3 / 7)           # g(w) = 1, g(n) = 1/(n+1-w)
+    assert all(a < b for a, b in zip(used[:3], used[1:4]))
+    assert all(a > b for a, b in zip(used[3:], used[4:]))
+    with pytest.raises(ValueError, match="warmup"):
+        TrainingConfig(warmup=20, steps=10, schedule="linear")
+    with pytest.raises(ValueError, match="warmup must be <= total"):
+        linear_decay_factor(1, 5, 3)
 
 
 def test_config_bad_values_name_the_argument():

@@ -13,6 +13,7 @@ from pathlib import Path
 from .distributed import (CHECKPOINT_NAME, PRECISIONS, SIZES, TASKS, ResumeError,
                                          Task, cleanup_distributed, model_config,
                                          setup_distributed, torchrun_env, train_distributed)
+from .training import SCHEDULES
 from .utils import get_device
 
 # %% auto #0
@@ -67,7 +68,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="peak learning rate")
     p.add_argument("--warmup", type=positive, default=200,
                    help="warm-up steps of the inverse-sqrt schedule")
-    p.add_argument("--schedule", choices=("inverse_sqrt", "constant"), default="inverse_sqrt")
+    p.add_argument("--schedule", choices=SCHEDULES, default="inverse_sqrt",
+                   help="learning-rate shape: warm-up, then 1/sqrt, linear to the end, or none")
     p.add_argument("--weight-decay", type=nonnegative, default=0.0)
     p.add_argument("--label-smoothing", type=nonnegative, default=0.0)
     p.add_argument("--clip", type=nonnegative, default=1.0, help="max gradient norm; 0: none")
@@ -115,6 +117,9 @@ def parse_args(argv: Sequence[str] | None = None,
     if args.global_batch_size % world_size:
         refuse("--global-batch-size", f"{args.global_batch_size} is not divisible by the world "
                f"size {world_size} (the number of processes)")
+    if args.schedule == "linear" and args.warmup > args.steps:
+        refuse("--warmup", f"{args.warmup} warm-up steps do not fit in --steps {args.steps} "
+               "(the linear schedule ends at the last step)")
     if args.train_size < args.global_batch_size:
         refuse("--train-size", f"{args.train_size} training pairs cannot fill one global batch "
                f"of {args.global_batch_size}")

@@ -140,8 +140,10 @@ def _sync(device: torch.device | str | None) -> None:
 
 
 def benchmark(fns: Sequence[Callable[[], object]], repeats: int = 5, warmup: int = 1,
-              device: torch.device | str | None = None) -> list[float]:
-    """Median wall time in seconds of each function in `fns`, over `repeats` runs after `warmup` untimed runs.
+              device: torch.device | str | None = None,
+              statistic: Callable[[list[float]], float] = statistics.median) -> list[float]:
+    """Wall time in seconds of each function in `fns`: the `statistic` (median; `min` for the
+    fastest run) of `repeats` runs after `warmup` untimed runs.
 
     The runs are interleaved (fn 0, fn 1, ..., fn 0, fn 1, ...), so that a burst of load from other
     processes hits every function alike rather than one of them. Pass the `device` the work runs on:
@@ -163,7 +165,7 @@ def benchmark(fns: Sequence[Callable[[], object]], repeats: int = 5, warmup: int
             fn()
             _sync(device)
             record.append(time.perf_counter() - start)
-    return [statistics.median(record) for record in times]
+    return [statistic(record) for record in times]
 
 
 def median_time(fn: Callable[[], object], repeats: int = 5, warmup: int = 1,

@@ -22,8 +22,9 @@ from .utils import (check_positive_int, check_probability, check_shape,
                                    seed_everything)
 
 # %% auto #0
-__all__ = ['LossFn', 'sequence_loss', 'inverse_sqrt_factor', 'noam_lr', 'TrainingConfig', 'make_optimizer', 'make_scheduler',
-           'evaluate', 'StepResult', 'train_step', 'run_steps', 'History', 'train', 'exact_match']
+__all__ = ['SCHEDULES', 'LossFn', 'sequence_loss', 'inverse_sqrt_factor', 'linear_decay_factor', 'noam_lr', 'TrainingConfig',
+           'make_optimizer', 'make_scheduler', 'evaluate', 'StepResult', 'train_step', 'run_steps', 'History', 'train',
+           'exact_match']
 
 # %% ../notebooks/06b_training.ipynb #ac71ab7c
 def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
@@ -58,6 +59,15 @@ def inverse_sqrt_factor(step: int, warmup: int) -> float:
     return min(step / warmup, math.sqrt(warmup / step))
 
 
+def linear_decay_factor(step: int, warmup: int, total: int) -> float:
+    """min(step / warmup, (total + 1 - step) / (total + 1 - warmup)): linear warm-up to 1 at
+    `warmup`, then a straight line down to 1 / (total + 1 - warmup) at the last step, `total`."""
+    step, warmup = check_positive_int(step, "step"), check_positive_int(warmup, "warmup")
+    if not warmup <= check_positive_int(total, "total"):
+        raise ValueError(f"warmup must be <= total, got warmup={warmup} and total={total}")
+    return min(step / warmup, (total + 1 - step) / (total + 1 - warmup))
+
+
 def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     """The paper's schedule (§5.3): scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
     step, warmup = check_positive_int(step, "step"), check_positive_int(warmup, "warmup")
@@ -65,6 +75,9 @@ def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 # %% ../notebooks/06b_training.ipynb #8fa5af15
+SCHEDULES = ("inverse_sqrt", "linear", "constant")    # learning-rate shapes, times the peak lr
+
+
 @dataclass
 class TrainingConfig:
     """Optimiser, schedule and loop settings; `lr` is the peak learning rate (reached at step `warmup`)."""
@@ -72,7 +85,7 @@ class TrainingConfig:
     steps: int = 1000
     lr: float = 1e-3
     warmup: int = 200
-    schedule: str = "inverse_sqrt"          # or "constant"
+    schedule: str = "inverse_sqrt"          # or "linear", "constant": see SCHEDULES
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -95,8 +108,11 @@ class TrainingConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, Real) or value < 0 or (value == 0 and name != "weight_decay"):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
-        if self.schedule not in ("inverse_sqrt", "constant"):
-            raise ValueError(f"schedule must be 'inverse_sqrt' or 'constant', got {self.schedule!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.schedule == "linear" and self.warmup > self.steps:
+            raise ValueError(f"warmup must be <= steps for the linear schedule, got warmup="
+                             f"{self.warmup} and steps={self.steps}")
         if len(self.betas) != 2 or not all(isinstance(b, Real) and 0.0 <= b < 1.0 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
@@ -108,9 +124,12 @@ def make_optimizer(model: nn.Module, config: TrainingConfig) -> torch.optim.Adam
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainingConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    """LambdaLR multiplying the peak lr by inverse_sqrt_factor (optimizer step k uses step k + 1)."""
+    """LambdaLR multiplying the peak lr by the schedule's factor (optimizer step k uses step k + 1)."""
     if config.schedule == "constant":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0)
+    if config.schedule == "linear":
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda k: linear_decay_factor(k + 1, config.warmup, config.steps))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_factor(k + 1, config.warmup))
 
 # %% ../notebooks/06b_training.ipynb #214625f5

@@ -28,16 +28,20 @@ def start_cache(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor
 
 # %% ../notebooks/07_generation.ipynb #0b2300f6
 @torch.no_grad()
-def decode_step(model: Transformer, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
+def decode_step(model: Transformer, tokens: Tensor, cache: DecoderCache,
+                validate: bool = True) -> tuple[Tensor, DecoderCache]:
     """Logits of the token after `tokens`, the newest token of each row, and the grown cache.
 
-    `cache` itself is left as it was (the grown one is a new object).
+    `cache` itself is left as it was (the grown one is a new object). `validate=False` skips the
+    check of the ids (a host sync per step): the decoding loops below pass it for the tokens they
+    chose themselves.
 
     Shapes:
         tokens (B, 1) -> logits (B, V).
     """
     grown = cache.select()                                                       # a copy to grow
-    logits = model.decode(tokens, grown.memory, grown.memory_pad, cache=grown)   # (B, 1, V)
+    logits = model.decode(tokens, grown.memory, grown.memory_pad, cache=grown,
+                          validate=validate)                                     # (B, 1, V)
     return logits[:, -1], grown                                                  # (B, V)
 
 # %% ../notebooks/07_generation.ipynb #602b2560
@@ -53,11 +57,11 @@ class _NextToken:
         self.cache = start_cache(model, memory, src_pad) if use_cache else None
 
     def __call__(self, prefix: Tensor) -> Tensor:
-        """prefix [B, t] (the cache holds t - 1 of them) -> logits [B, V] of the next token."""
+        """prefix (B, t) (the cache holds t - 1 of them) -> logits (B, V) of the next token."""
         if self.use_cache:
-            logits, self.cache = decode_step(self.model, prefix[:, -1:], self.cache)
+            logits, self.cache = decode_step(self.model, prefix[:, -1:], self.cache, validate=False)
             return logits
-        return self.model.decode(prefix, self.memory, self.src_pad)[:, -1]
+        return self.model.decode(prefix, self.memory, self.src_pad, validate=False)[:, -1]
 
     def select(self, rows: Tensor) -> None:
         if self.cache is not None:
@@ -80,7 +84,7 @@ def _forbid_specials(logits: Tensor, model: Transformer) -> Tensor:
 # %% ../notebooks/07_generation.ipynb #e8740442
 def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callable[[Tensor], Tensor],
             use_cache: bool, ignore_eos: bool = False) -> Tensor:
-    """The loop shared by greedy decoding and sampling: `choose` maps logits [B, V] to tokens [B]."""
+    """The loop shared by greedy decoding and sampling: `choose` maps logits (B, V) to tokens (B,)."""
     steps = _check_common(model, src, max_new_tokens)
     c = model.config
     model.eval()
@@ -100,13 +104,13 @@ def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callab
 @torch.no_grad()
 def greedy(model: Transformer, src: Tensor, max_new_tokens: int, use_cache: bool = True,
            ignore_eos: bool = False) -> Tensor:
-    """Batched greedy decoding: src [B, S] -> ids [B, 1 + n], BOS first, PAD after each row's EOS."""
+    """Batched greedy decoding: src (B, S) -> ids (B, 1 + n), BOS first, PAD after each row's EOS."""
     return _decode(model, src, max_new_tokens, lambda logits: logits.argmax(-1), use_cache, ignore_eos)
 
 # %% ../notebooks/07_generation.ipynb #64644593
 def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
                   top_p: float | None = None) -> Tensor:
-    """Logits [B, V] reshaped for sampling: divided by temperature, then top-k and top-p (nucleus) filtered."""
+    """Logits (B, V) reshaped for sampling: divided by temperature, then top-k and top-p (nucleus) filtered."""
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if top_p is not None and not 0.0 < top_p <= 1.0:
@@ -128,7 +132,7 @@ def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = 
 def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
            use_cache: bool = True) -> Tensor:
-    """Batched sampling: src [B, S] -> ids [B, 1 + n]; seeded by `generator` (drawn on its device)."""
+    """Batched sampling: src (B, S) -> ids (B, 1 + n); seeded by `generator` (drawn on its device)."""
     filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)    # validate early
 
     def draw(logits: Tensor) -> Tensor:
@@ -142,7 +146,7 @@ def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: fl
 @torch.no_grad()
 def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens: int,
                 length_penalty: float = 0.0, use_cache: bool = True) -> Tensor:
-    """Batched beam search: src [B, S] -> the best beam per row, ids [B, 1 + n] (PAD after EOS)."""
+    """Batched beam search: src (B, S) -> the best beam per row, ids (B, 1 + n) (PAD after EOS)."""
     steps = _check_common(model, src, max_new_tokens)
     W = check_positive_int(beam_width, "beam_width")
     c, B = model.config, src.shape[0]
@@ -173,7 +177,7 @@ def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens
 # %% ../notebooks/07_generation.ipynb #c373fff7
 @torch.no_grad()
 def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
-    """Head-averaged cross-attention weights of every decoder layer, each [B, T, S], for src [B, S], tgt_in [B, T]."""
+    """Head-averaged cross-attention weights of every decoder layer, each (B, T, S), for src (B, S), tgt_in (B, T)."""
     captured: list[Tensor] = []
     modules = [layer.cross_attn for layer in model.decoder.layers]
 

@@ -63,7 +63,7 @@ class TransformerConfig:
 
 # %% ../notebooks/05b_model.ipynb #937edafc
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab_size].
+    """Encoder-decoder Transformer: forward(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size).
 
     `src` and `tgt_in` are right-padded id tensors; `tgt_in` starts with BOS (the target shifted right).
     """
@@ -86,27 +86,34 @@ class Transformer(nn.Module):
             self.tie_weights()
 
     def tie_weights(self) -> None:
-        """Share the target embedding table with the output projection (both [V, d])."""
+        """Share the target embedding table with the output projection (both (V, d))."""
         table = self.tgt_embed.token.weight
         if table.shape != self.output.weight.shape:
             raise ValueError(f"cannot tie: target embedding is {list(table.shape)} but the output "
                              f"projection is {list(self.output.weight.shape)}; both must be [V, d]")
         self.output.weight = table
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src ids [B, S] -> (memory [B, S, d], src_key_padding_mask [B, S])."""
-        check_token_ids(src, self.config.src_vocab_size, "src")
+    def encode(self, src: torch.Tensor, validate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """src ids (B, S) -> (memory (B, S, d), src_key_padding_mask (B, S)).
+
+        The model's one check of the ids: in range, and no row all padding. `validate=False`
+        skips it (it reads the ids back to the host) for ids checked already.
+        """
         self._check_length(src, "src")
         src_pad = padding_mask(src, self.config.pad_id)                     # (B, S) True = pad
-        empty = src_pad.all(dim=1)
-        if empty.any():
-            raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
-                             "every source needs at least one token")
-        memory = self.encoder(self.src_embed(src), src_key_padding_mask=src_pad)  # (B, S, d)
+        if validate:
+            check_token_ids(src, self.config.src_vocab_size, "src")
+            empty = src_pad.all(dim=1)
+            if empty.any():
+                raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
+                                 "every source needs at least one token")
+        memory = self.encoder(self.src_embed(src, validate=False),
+                              src_key_padding_mask=src_pad)                 # (B, S, d)
         return memory, src_pad
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor,
-               cache: DecoderCache | None = None, start: int | None = None) -> torch.Tensor:
+               cache: DecoderCache | None = None, start: int | None = None,
+               validate: bool = True) -> torch.Tensor:
         """Logits of every position of `tgt_in`, reading `memory`.
 
         Args:
@@ -114,6 +121,8 @@ class Transformer(nn.Module):
             memory: the encoder output; src_key_padding_mask: its padding (True = PAD).
             cache: for incremental decoding, the positions decoded so far; grown in place.
             start: the position of tgt_in[:, 0]; by default the cache's length (0 without one).
+            validate: check the ids (in range, BOS first); False skips that host sync, e.g. for
+                tokens a decoding loop chose itself.
 
         Shapes:
             tgt_in (B, T), memory (B, S, d), src_key_padding_mask (B, S) -> logits (B, T, V).
@@ -121,10 +130,15 @@ class Transformer(nn.Module):
         start = (0 if cache is None else cache.length) if start is None else start
         if cache is not None and start != cache.length:
             raise ValueError(f"start must be the cache's length {cache.length}, got {start}")
-        check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
         self._check_length(tgt_in, "tgt_in", start)
-        if tgt_in.shape[1] == 0 or (start == 0 and tgt_in[:, 0].eq(self.config.pad_id).any()):
-            raise ValueError("tgt_in must start with a valid token (BOS) in every row, got padding in column 0")
+        if tgt_in.shape[1] == 0:
+            raise ValueError("tgt_in must hold at least one position, got shape "
+                             f"{list(tgt_in.shape)}")
+        if validate:
+            check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
+            if start == 0 and tgt_in[:, 0].eq(self.config.pad_id).any():
+                raise ValueError("tgt_in must start with a valid token (BOS) in every row, got "
+                                 "padding in column 0")
         if memory.shape[0] != tgt_in.shape[0]:
             raise ValueError(f"memory and tgt_in must have the same batch size, got memory {list(memory.shape)} "
                              f"and tgt_in {list(tgt_in.shape)}")
@@ -133,14 +147,15 @@ class Transformer(nn.Module):
         if cache is not None:
             tgt_pad = cache.tgt_pad = torch.cat([cache.tgt_pad, tgt_pad], dim=1)          # (B, start + T)
         future = None if T == 1 else causal_mask(start + T, device=tgt_in.device)[start:]  # (T, start + T)
-        hidden = self.decoder(self.tgt_embed(tgt_in, start=start), memory, tgt_mask=future,
+        hidden = self.decoder(self.tgt_embed(tgt_in, start=start, validate=False), memory, tgt_mask=future,
                               tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_key_padding_mask,
                               cache=cache)                                                # (B, T, d)
         return self.output(hidden)                                                        # (B, T, V)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        memory, src_pad = self.encode(src)
-        return self.decode(tgt_in, memory, src_pad)
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, validate: bool = True) -> torch.Tensor:
+        """Logits (B, T, V) of `tgt_in` (B, T) given `src` (B, S); `validate` as in `encode`."""
+        memory, src_pad = self.encode(src, validate)
+        return self.decode(tgt_in, memory, src_pad, validate=validate)
 
     def _check_length(self, ids: torch.Tensor, name: str, start: int = 0) -> None:
         if start + ids.shape[1] > self.config.max_len:

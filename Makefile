@@ -15,7 +15,7 @@ CHROMIUM_CMDS := chromium chromium-browser google-chrome
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup book test test-gpu export-check executed-check pytest-lib pytest-nb pytest-nb-reader \
-	gates beside-gates beside-reader pytest-strict floor-setup pytest-floor book-build browser-setup browser-test clean
+	gates beside-gates pytest-strict floor-setup pytest-floor book-build browser-setup browser-test clean
 
 # uv installs the pinned environment (about 30 s here, pip took 2 min). It is bootstrapped with pip
 # at the version requirements.txt pins, and told where pip finds local wheels (find-links), so that
@@ -37,21 +37,22 @@ book: setup book-build
 	@echo "Book: file://$(CURDIR)/_build/html/index.html"
 
 # Two cores, used in turn by the gates. Beside them run what waits on the network and the disk (the
-# torch-floor venv, Chromium), the book build and, beside the reader pass, the torch-floor tests, at
-# idle priority (SCHED_IDLE): they take only the cycles the gates leave and slow no gate down.
+# torch-floor venv, Chromium) and the book build, at idle priority (SCHED_IDLE): they take only the
+# cycles the gates leave (e.g. while chapter 8 runs alone) and slow no gate down. Then the
+# torch-floor tests and the browser test, side by side.
 IDLE := $(shell chrt --idle 0 true 2>/dev/null && echo chrt --idle 0 || echo nice -n 19)
 LOGS := _build/logs
 test:
 	$(MAKE) --no-print-directory setup
 	$(MAKE) --no-print-directory -j2 gates beside-gates
-	$(MAKE) --no-print-directory -j2 pytest-nb-reader beside-reader
-	$(MAKE) --no-print-directory browser-test
+	$(MAKE) --no-print-directory -j2 --output-sync=target pytest-floor browser-test
 	@echo "make test: all gates passed"
 
 gates: setup
 	$(MAKE) --no-print-directory export-check
 	$(MAKE) --no-print-directory executed-check
 	$(MAKE) --no-print-directory pytest-strict
+	$(MAKE) --no-print-directory pytest-nb-reader
 
 # Output to logs, shown when a step fails, so that it does not interleave with the gates'.
 beside-gates: setup
@@ -60,10 +61,6 @@ beside-gates: setup
 		|| { cat $(LOGS)/setups.log; exit 1; }
 	@$(IDLE) $(MAKE) --no-print-directory book-build > $(LOGS)/book.log 2>&1 || { cat $(LOGS)/book.log; exit 1; }
 	@echo "beside the gates: torch-floor venv and Chromium installed, book built (logs in $(LOGS))"
-beside-reader: floor-setup
-	@mkdir -p $(LOGS)
-	@$(IDLE) $(MAKE) --no-print-directory pytest-floor > $(LOGS)/floor.log 2>&1 || { cat $(LOGS)/floor.log; exit 1; }
-	@tail -n 1 $(LOGS)/floor.log
 
 # 1. The library must be exactly what the notebooks export (stale or untracked modules fail).
 export-check:
@@ -109,12 +106,11 @@ pytest-nb:
 #     count, on kernels that round like another processor. On an AVX-512 machine those are
 #     PyTorch's and MKL's AVX2 kernels (what most laptops run: other rounding, same speed);
 #     elsewhere PyTorch's non-vectorized kernels. Outputs may differ from the stored ones; every
-#     assert must hold. OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning
-#     (the same results, about 10% more time), which leaves half a core to the torch-floor tests.
+#     assert must hold.
 OTHER_CPU = $(shell $(BIN)/python -c "import torch; print('ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2' \
 	if torch.backends.cpu.get_cpu_capability() == 'AVX512' else 'ATEN_CPU_CAPABILITY=default')")
 pytest-nb-reader:
-	env -u OMP_NUM_THREADS $(OTHER_CPU) OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest --nbval-lax --nbval-current-env -q \
+	env -u OMP_NUM_THREADS $(OTHER_CPU) $(BIN)/python -m pytest --nbval-lax --nbval-current-env -q \
 		-p no:cacheprovider $(NOTEBOOKS)
 
 # 3d. The oldest torch that pyproject.toml allows: the library tests in a second venv.

@@ -133,3 +133,34 @@ def test_cross_attention_weights_shapes_rows_and_restore():
     assert all(torch.allclose(w.sum(-1), torch.ones(2, 3)) for w in weights)
     assert torch.all(weights[0][0, :, 5] == 0)                      # source padding gets no weight
     assert all("forward" not in layer.cross_attn.__dict__ for layer in model.decoder.layers)  # restored
+
+
+@pytest.mark.parametrize("decode", [
+    lambda m, src: greedy(m, src, 12),
+    lambda m, src: greedy(m, src, 12, use_cache=False),
+    lambda m, src: sample(m, src, 12, generator=torch.Generator().manual_seed(0)),
+    lambda m, src: beam_search(m, src, 3, 12),
+])
+def test_ids_are_checked_once_per_call_not_once_per_step(decode, monkeypatch):
+    import transformer_lib.embedding as embedding
+    import transformer_lib.model as model_module
+
+    calls = []
+
+    def counting(tokens, vocab_size, name="tokens"):
+        calls.append(name)
+        return tokens
+
+    monkeypatch.setattr(model_module, "check_token_ids", counting)
+    monkeypatch.setattr(embedding, "check_token_ids", counting)
+    out = decode(make_model(), SRC)
+    assert out.shape[1] > 2                      # several steps were decoded
+    assert calls == ["src"]                      # the source, at the boundary; no per-step host sync
+
+
+def test_bad_source_ids_are_still_refused_by_the_decoders():
+    bad = SRC.clone()
+    bad[0, 0] = 99
+    for decode in (greedy, sample):
+        with pytest.raises(ValueError, match=r"src contains id 99, outside \[0, vocab_size=16\)"):
+            decode(make_model(), bad, 5)

@@ -95,6 +95,23 @@ def test_ids_out_of_range():
         small()(src, tgt - 5)
 
 
+def test_validate_false_skips_the_id_checks_and_changes_nothing_else(monkeypatch):
+    import transformer_lib.embedding as embedding
+    import transformer_lib.model as model_module
+
+    model, (src, tgt) = small(), batch()
+    checked = model(src, tgt)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an id check ran with validate=False")
+
+    monkeypatch.setattr(model_module, "check_token_ids", refuse)
+    monkeypatch.setattr(embedding, "check_token_ids", refuse)
+    assert torch.equal(model(src, tgt, validate=False), checked)
+    with pytest.raises(AssertionError, match="id check"):
+        model(src, tgt)                                    # the default checks, once, in the model
+
+
 def test_memory_and_target_batch_sizes_differ():
     model = small()
     src, tgt = batch()

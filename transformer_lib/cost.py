@@ -60,7 +60,7 @@ def count_parameters(config: TransformerConfig) -> dict[str, int]:
         "decoder.feed_forward": n_dec * ffn,
         "decoder.norms": n_dec * 3 * norm,
         "final_norms": 2 * norm if c.norm_first else 0,
-        "output": c.tgt_vocab_size * (1 if c.tie_embeddings else d + 1),   # W [V, d] (unless tied) and b [V]
+        "output": c.tgt_vocab_size * (1 if c.tie_embeddings else d + 1),   # W (V, d) (unless tied) and b (V,)
     }
 
 # %% ../notebooks/08_cost.ipynb #9c11cb9d
@@ -69,19 +69,19 @@ def _check_lengths(**lengths: int) -> list[int]:
 
 
 def encoder_layer_flops(d_model: int, dim_feedforward: int, batch: int, src_len: int) -> dict[str, int]:
-    """Matmul FLOPs (2 per multiply-add) of one encoder layer's forward pass on [batch, src_len, d_model]."""
+    """Matmul FLOPs (2 per multiply-add) of one encoder layer's forward pass on (batch, src_len, d_model)."""
     d, f, B, S = _check_lengths(d_model=d_model, dim_feedforward=dim_feedforward, batch=batch, src_len=src_len)
     return {
-        "qkvo_proj": 4 * 2 * B * S * d * d,        # four [S, d] x [d, d]
-        "scores": 2 * B * S * S * d,               # H heads of [S, d_k] x [d_k, S]: O(S^2 d)
-        "weighted_sum": 2 * B * S * S * d,         # H heads of [S, S] x [S, d_k]
-        "feed_forward": 2 * 2 * B * S * d * f,     # [S, d] x [d, d_ff] and [S, d_ff] x [d_ff, d]
+        "qkvo_proj": 4 * 2 * B * S * d * d,        # four (S, d) x (d, d)
+        "scores": 2 * B * S * S * d,               # H heads of (S, d_k) x (d_k, S): O(S^2 d)
+        "weighted_sum": 2 * B * S * S * d,         # H heads of (S, S) x (S, d_k)
+        "feed_forward": 2 * 2 * B * S * d * f,     # (S, d) x (d, d_ff) and (S, d_ff) x (d_ff, d)
     }
 
 
 def decoder_layer_flops(d_model: int, dim_feedforward: int, batch: int, tgt_len: int,
                         src_len: int) -> dict[str, int]:
-    """Matmul FLOPs of one decoder layer's forward pass: target [batch, tgt_len, d], memory [batch, src_len, d]."""
+    """Matmul FLOPs of one decoder layer's forward pass: target (batch, tgt_len, d), memory (batch, src_len, d)."""
     d, f, B, T, S = _check_lengths(d_model=d_model, dim_feedforward=dim_feedforward, batch=batch,
                                    tgt_len=tgt_len, src_len=src_len)
     return {
@@ -97,7 +97,7 @@ def decoder_layer_flops(d_model: int, dim_feedforward: int, batch: int, tgt_len:
 
 
 def forward_flops(config: TransformerConfig, batch: int, src_len: int, tgt_len: int) -> dict[str, int]:
-    """Matmul FLOPs of `Transformer(config)(src [batch, src_len], tgt_in [batch, tgt_len])`, per operation.
+    """Matmul FLOPs of `Transformer(config)(src (batch, src_len), tgt_in (batch, tgt_len))`, per operation.
 
     Keys are `encoder.<op>` and `decoder.<op>` (summed over layers, ops as in `encoder_layer_flops` and
     `decoder_layer_flops`) and `output`, the vocabulary projection 2 B T d V.
@@ -176,7 +176,7 @@ def median_time(fn: Callable[[], object], repeats: int = 5, warmup: int = 1,
 
 def matmul_peak(n: int = 2048, repeats: int = 5, warmup: int = 2, device: torch.device | str = "cpu",
                 dtype: torch.dtype = torch.float32) -> float:
-    """This machine's achievable matmul throughput in FLOP/s: 2 n^3 / median time of an [n, n] x [n, n] matmul."""
+    """This machine's achievable matmul throughput in FLOP/s: 2 n^3 / median time of an (n, n) x (n, n) matmul."""
     n = check_positive_int(n, "n")
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     return 2 * n**3 / median_time(lambda: a @ b, repeats, warmup, device)
@@ -202,7 +202,7 @@ def saved_tensor_bytes(fn: Callable[[], object], exclude: Iterable[torch.Tensor]
 
 # %% ../notebooks/08_cost.ipynb #a3a9d0c6
 def attention_matrix_bytes(batch: int, nhead: int, q_len: int, k_len: int, bytes_per_element: int = 4) -> int:
-    """Bytes of one explicit attention matrix [batch, nhead, q_len, k_len]."""
+    """Bytes of one explicit attention matrix (batch, nhead, q_len, k_len)."""
     B, H, Lq, Lk, e = _check_lengths(batch=batch, nhead=nhead, q_len=q_len, k_len=k_len,
                                      bytes_per_element=bytes_per_element)
     return B * H * Lq * Lk * e
@@ -214,7 +214,7 @@ def activation_bytes(config: TransformerConfig, batch: int, src_len: int, tgt_le
 
     For this library's written-out attention with its masks (padding and causal) and dropout off;
     dropout adds its masks. The `*attention_matrices` entries are the quadratic terms: two
-    [B, H, Lq, Lk] matrices per attention (softmax output, masked weights).
+    (B, H, Lq, Lk) matrices per attention (softmax output, masked weights).
     """
     c = _check_config(config)
     B, S, T, e = _check_lengths(batch=batch, src_len=src_len, tgt_len=tgt_len, bytes_per_element=bytes_per_element)

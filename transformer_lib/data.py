@@ -64,7 +64,7 @@ def split(pairs: Sequence[Pair], sizes: Sequence[int]) -> list[list[Pair]]:
 
 # %% ../notebooks/06_data.ipynb #1cbb2d33
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
-    """Right-pad id sequences to the longest one: -> LongTensor [B, L]."""
+    """Right-pad id sequences to the longest one: -> LongTensor (B, L)."""
     if len(sequences) == 0:
         raise ValueError("sequences must not be empty")
     out = torch.full((len(sequences), max(len(s) for s in sequences)), pad_id, dtype=torch.long)
@@ -74,7 +74,7 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch
 
 # %% ../notebooks/06_data.ipynb #2dbff9de
 def shift_right(target: torch.Tensor, bos_id: int = BOS_ID, pad_id: int = PAD_ID) -> tuple[torch.Tensor, torch.Tensor]:
-    """Target ids [B, T] (each row ends with EOS, then padding) -> (decoder input, labels), both [B, T].
+    """Target ids (B, T) (each row ends with EOS, then padding) -> (decoder input, labels), both (B, T).
 
     The decoder input is BOS followed by the target without its last column; the labels are the
     target itself. Where the label is padding, the input is padding too.
@@ -85,7 +85,7 @@ def shift_right(target: torch.Tensor, bos_id: int = BOS_ID, pad_id: int = PAD_ID
 
 # %% ../notebooks/06_data.ipynb #17b78241
 class Batch(NamedTuple):
-    """One training batch: src [B, S], tgt_in [B, T] (starts with BOS), labels [B, T] (PAD = ignore)."""
+    """One training batch: src (B, S), tgt_in (B, T) (starts with BOS), labels (B, T) (PAD = ignore)."""
 
     src: torch.Tensor
     tgt_in: torch.Tensor

@@ -18,10 +18,10 @@ __all__ = ['DecoderLayer', 'Decoder']
 
 # %% ../notebooks/05_decoder.ipynb #59d0c3d5
 class DecoderLayer(nn.Module):
-    """One decoder layer: tgt [B, T, d_model] and memory [B, S, d_model] -> [B, T, d_model].
+    """One decoder layer: tgt (B, T, d_model) and memory (B, S, d_model) -> (B, T, d_model).
 
-    Masked self-attention (tgt_mask [T, T], tgt_key_padding_mask [B, T]), then cross-attention
-    from the target to the memory (memory_mask [T, S], memory_key_padding_mask [B, S]), then the
+    Masked self-attention (tgt_mask (T, T), tgt_key_padding_mask (B, T)), then cross-attention
+    from the target to the memory (memory_mask (T, S), memory_key_padding_mask (B, S)), then the
     feed-forward network — each in a `ResidualSublayer`. Boolean masks: True = may not attend.
     """
 
@@ -70,7 +70,7 @@ class DecoderLayer(nn.Module):
 class Decoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional final `norm`.
 
-    forward(tgt [B, T, d], memory [B, S, d], masks as `DecoderLayer`) -> [B, T, d].
+    forward(tgt (B, T, d), memory (B, S, d), masks as `DecoderLayer`) -> (B, T, d).
     """
 
     def __init__(self, layer: DecoderLayer, num_layers: int, norm: nn.Module | None = None):

@@ -123,7 +123,7 @@ def global_token_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 
                       world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss to back-propagate, global token-mean loss to log) for this rank's shard.
 
-    logits [b, T, V], labels [b, T]. The first is N / n * (sum of this rank's token losses), n the
+    logits (b, T, V), labels (b, T). The first is N / n * (sum of this rank's token losses), n the
     number of non-PAD labels over all ranks: after DDP averages over the N ranks, the gradient is
     that of the mean over all n tokens. The second (detached) is that mean, equal on every rank.
     """

@@ -19,7 +19,7 @@ __all__ = ['check_token_ids', 'TokenEmbedding', 'sinusoidal_table', 'SinusoidalP
 
 # %% ../notebooks/01_embedding.ipynb #9640b829
 def check_token_ids(tokens: torch.Tensor, vocab_size: int, name: str = "tokens") -> torch.Tensor:
-    """Return `tokens` if it is an integer tensor [B, S] of ids in [0, vocab_size)."""
+    """Return `tokens` if it is an integer tensor (B, S) of ids in [0, vocab_size)."""
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
     if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
@@ -33,7 +33,7 @@ def check_token_ids(tokens: torch.Tensor, vocab_size: int, name: str = "tokens")
 
 
 class TokenEmbedding(nn.Module):
-    """Token ids [B, S] -> vectors [B, S, d_model], scaled by sqrt(d_model).
+    """Token ids (B, S) -> vectors (B, S, d_model), scaled by sqrt(d_model).
 
     Rows are initialised with standard deviation 1/sqrt(d_model), so scaled entries have unit
     scale; the row `padding_idx` is zero and gets no gradient.
@@ -52,7 +52,7 @@ class TokenEmbedding(nn.Module):
 
     @property
     def weight(self) -> nn.Parameter:
-        """The table E, [vocab_size, d_model] (shared with the output projection when tied)."""
+        """The table E, (vocab_size, d_model) (shared with the output projection when tied)."""
         return self.embedding.weight
 
     def reset_parameters(self) -> None:
@@ -61,13 +61,16 @@ class TokenEmbedding(nn.Module):
             with torch.no_grad():
                 self.embedding.weight[self.padding_idx].zero_()
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        check_token_ids(tokens, self.vocab_size)
+    def forward(self, tokens: torch.Tensor, validate: bool = True) -> torch.Tensor:
+        """validate=False skips the id check (it reads the ids' min and max: a host sync), for
+        ids already checked, e.g. by the model that owns this embedding."""
+        if validate:
+            check_token_ids(tokens, self.vocab_size)
         return self.embedding(tokens) * self.scale  # (B, S, d)
 
 # %% ../notebooks/01_embedding.ipynb #f61a3518
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """The fixed sinusoidal encodings P [max_len, d_model] of the paper (float32).
+    """The fixed sinusoidal encodings P (max_len, d_model) of the paper (float32).
 
     P[pos, 2i] = sin(pos / 10000^(2i/d)),  P[pos, 2i+1] = cos(pos / 10000^(2i/d)).
     """
@@ -93,7 +96,7 @@ def _check_length(length: int, start: int, max_len: int, name: str = "sequence l
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """x [B, S, d_model] -> dropout(x + P[start:start+S]) with the fixed sinusoidal table."""
+    """x (B, S, d_model) -> dropout(x + P[start:start+S]) with the fixed sinusoidal table."""
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
@@ -109,7 +112,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 # %% ../notebooks/01_embedding.ipynb #6428c909
 class LearnedPositionalEmbedding(nn.Module):
-    """x [B, S, d_model] -> x + W[start:start+S], with a trainable table W [max_len, d_model]."""
+    """x (B, S, d_model) -> x + W[start:start+S], with a trainable table W (max_len, d_model)."""
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
@@ -127,7 +130,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 # %% ../notebooks/01_embedding.ipynb #001377b0
 class RotaryEmbedding(nn.Module):
-    """Rotate x [..., S, head_dim] pairwise by position: RoPE for queries and keys.
+    """Rotate x (..., S, head_dim) pairwise by position: RoPE for queries and keys.
 
     Channel pair (2i, 2i+1) at position m is rotated by the angle m * base^(-2i/head_dim).
     """
@@ -156,7 +159,7 @@ class RotaryEmbedding(nn.Module):
 
 # %% ../notebooks/01_embedding.ipynb #9084bddf
 class TransformerEmbedding(nn.Module):
-    """Token ids [B, S] -> dropout(sqrt(d) * E[ids] + P[:S]) : [B, S, d_model].
+    """Token ids (B, S) -> dropout(sqrt(d) * E[ids] + P[:S]) : (B, S, d_model).
 
     `positional` is "sinusoidal" (the paper's fixed table) or "learned" (a trainable table).
     """
@@ -174,7 +177,7 @@ class TransformerEmbedding(nn.Module):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}")
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
 
-    def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
-        vectors = self.token(tokens)                                     # (B, S, d), ids checked here
+    def forward(self, tokens: torch.Tensor, start: int = 0, validate: bool = True) -> torch.Tensor:
+        vectors = self.token(tokens, validate=validate)                  # (B, S, d)
         _check_length(tokens.shape[1], start, self.max_len, "sequence length (tokens.shape[1])")
         return self.dropout(self.position(vectors, start=start))         # (B, S, d)

@@ -21,11 +21,11 @@ __all__ = ['EncoderLayer', 'torch_layer_arguments', 'copy_feed_forward', 'copy_n
 
 # %% ../notebooks/04b_encoder.ipynb #61df6f4a
 class EncoderLayer(nn.Module):
-    """One encoder layer: src [B, S, d_model] -> [B, S, d_model].
+    """One encoder layer: src (B, S, d_model) -> (B, S, d_model).
 
     Self-attention, then the feed-forward network, each inside a `ResidualSublayer`
     (post-norm as in the paper when norm_first=False, pre-norm when True).
-    Masks follow torch.nn.Transformer: src_mask [S, S] and src_key_padding_mask [B, S],
+    Masks follow torch.nn.Transformer: src_mask (S, S) and src_key_padding_mask (B, S),
     boolean True = may not attend (or floating, added to the scores).
     """
 
@@ -112,7 +112,7 @@ def independent_copies(layer: nn.Module, num_layers: int) -> nn.ModuleList:
 class Encoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional final `norm`.
 
-    forward(src [B, S, d], mask [S, S] | None, src_key_padding_mask [B, S] | None) -> memory [B, S, d].
+    forward(src (B, S, d), mask (S, S) | None, src_key_padding_mask (B, S) | None) -> memory (B, S, d).
     """
 
     def __init__(self, layer: EncoderLayer, num_layers: int, norm: nn.Module | None = None):

@@ -21,7 +21,8 @@ ACTIVATIONS = ("relu", "gelu")
 def _make_activation(activation: str) -> nn.Module:
     """The activation module for `activation`, one of `ACTIVATIONS`."""
     if not isinstance(activation, str):
-        raise TypeError(f"activation must be a str, one of {ACTIVATIONS}, got {type(activation).__name__} {activation!r}")
+        raise TypeError(f"activation must be a str, one of {ACTIVATIONS}, "
+                        f"got {type(activation).__name__} {activation!r}")
     if activation == "relu":
         return nn.ReLU()
     if activation == "gelu":
@@ -30,7 +31,7 @@ def _make_activation(activation: str) -> nn.Module:
 
 
 def _check_last_dim(x: torch.Tensor, width: int, name: str = "x") -> torch.Tensor:
-    """Return `x` if it is a tensor `[..., width]`; else a clear `TypeError`/`ValueError`."""
+    """Return `x` if it is a tensor `(..., width)`; else a clear `TypeError`/`ValueError`."""
     rank = x.dim() if isinstance(x, torch.Tensor) else 1
     return check_shape(x, (*([None] * (rank - 1)), width), f"{name} (last dimension d_model={width})")
 

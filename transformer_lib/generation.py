@@ -48,7 +48,7 @@ class DecoderCache:
 
 
 def start_cache(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor) -> DecoderCache:
-    """An empty self-attention cache and the cross-attention keys/values of `memory` [B, S, d]."""
+    """An empty self-attention cache and the cross-attention keys/values of `memory` (B, S, d)."""
     B, H = memory.shape[0], model.config.nhead
     d_k = model.config.d_model // H
     layers = model.decoder.layers
@@ -65,14 +65,19 @@ def _merge(x: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def decode_step(model: Transformer, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
-    """Logits [B, V] of the next token after `tokens` [B, 1] (the newest token), and the grown cache."""
+def decode_step(model: Transformer, tokens: Tensor, cache: DecoderCache,
+                validate: bool = True) -> tuple[Tensor, DecoderCache]:
+    """Logits (B, V) of the next token after `tokens` (B, 1) (the newest token), and the grown cache.
+
+    `validate=False` skips the check of the ids (a host sync per step): the decoding loops below
+    pass it for the tokens they chose themselves.
+    """
     position = cache.length
     tgt_pad = torch.cat([cache.tgt_pad, tokens.eq(model.config.pad_id)], dim=1)      # (B, t+1)
     self_mask = tgt_pad[:, None, None, :]                                            # (B, 1, 1, t+1)
     cross_mask = cache.memory_pad[:, None, None, :]                                  # (B, 1, 1, S)
     new_k, new_v = [], []
-    x = model.tgt_embed(tokens, start=position)                                      # (B, 1, d)
+    x = model.tgt_embed(tokens, start=position, validate=validate)                   # (B, 1, d)
     for i, layer in enumerate(model.decoder.layers):
         def self_attention(h, i=i, layer=layer):
             mha = layer.self_attn
@@ -109,11 +114,11 @@ class _NextToken:
         self.cache = start_cache(model, memory, src_pad) if use_cache else None
 
     def __call__(self, prefix: Tensor) -> Tensor:
-        """prefix [B, t] (the cache holds t - 1 of them) -> logits [B, V] of the next token."""
+        """prefix (B, t) (the cache holds t - 1 of them) -> logits (B, V) of the next token."""
         if self.use_cache:
-            logits, self.cache = decode_step(self.model, prefix[:, -1:], self.cache)
+            logits, self.cache = decode_step(self.model, prefix[:, -1:], self.cache, validate=False)
             return logits
-        return self.model.decode(prefix, self.memory, self.src_pad)[:, -1]
+        return self.model.decode(prefix, self.memory, self.src_pad, validate=False)[:, -1]
 
     def select(self, rows: Tensor) -> None:
         self.memory, self.src_pad = self.memory.index_select(0, rows), self.src_pad.index_select(0, rows)
@@ -135,7 +140,7 @@ def _forbid_specials(logits: Tensor, model: Transformer) -> Tensor:
 # %% ../notebooks/07_generation.ipynb #e8740442
 def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callable[[Tensor], Tensor],
             use_cache: bool, ignore_eos: bool = False) -> Tensor:
-    """The loop shared by greedy decoding and sampling: `choose` maps logits [B, V] to tokens [B]."""
+    """The loop shared by greedy decoding and sampling: `choose` maps logits (B, V) to tokens (B,)."""
     steps = _check_common(model, src, max_new_tokens)
     c = model.config
     model.eval()
@@ -155,13 +160,13 @@ def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callab
 @torch.no_grad()
 def greedy(model: Transformer, src: Tensor, max_new_tokens: int, use_cache: bool = True,
            ignore_eos: bool = False) -> Tensor:
-    """Batched greedy decoding: src [B, S] -> ids [B, 1 + n], BOS first, PAD after each row's EOS."""
+    """Batched greedy decoding: src (B, S) -> ids (B, 1 + n), BOS first, PAD after each row's EOS."""
     return _decode(model, src, max_new_tokens, lambda logits: logits.argmax(-1), use_cache, ignore_eos)
 
 # %% ../notebooks/07_generation.ipynb #64644593
 def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
                   top_p: float | None = None) -> Tensor:
-    """Logits [B, V] reshaped for sampling: divided by temperature, then top-k and top-p (nucleus) filtered."""
+    """Logits (B, V) reshaped for sampling: divided by temperature, then top-k and top-p (nucleus) filtered."""
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if top_p is not None and not 0.0 < top_p <= 1.0:
@@ -183,7 +188,7 @@ def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = 
 def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
            use_cache: bool = True) -> Tensor:
-    """Batched sampling: src [B, S] -> ids [B, 1 + n]; seeded by `generator` (drawn on its device)."""
+    """Batched sampling: src (B, S) -> ids (B, 1 + n); seeded by `generator` (drawn on its device)."""
     filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)    # validate early
 
     def draw(logits: Tensor) -> Tensor:
@@ -197,7 +202,7 @@ def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: fl
 @torch.no_grad()
 def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens: int,
                 length_penalty: float = 0.0, use_cache: bool = True) -> Tensor:
-    """Batched beam search: src [B, S] -> the best beam per row, ids [B, 1 + n] (PAD after EOS)."""
+    """Batched beam search: src (B, S) -> the best beam per row, ids (B, 1 + n) (PAD after EOS)."""
     steps = _check_common(model, src, max_new_tokens)
     W = check_positive_int(beam_width, "beam_width")
     c, B = model.config, src.shape[0]
@@ -228,7 +233,7 @@ def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens
 # %% ../notebooks/07_generation.ipynb #c373fff7
 @torch.no_grad()
 def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
-    """Head-averaged cross-attention weights of every decoder layer, each [B, T, S], for src [B, S], tgt_in [B, T]."""
+    """Head-averaged cross-attention weights of every decoder layer, each (B, T, S), for src (B, S), tgt_in (B, T)."""
     captured: list[Tensor] = []
     modules = [layer.cross_attn for layer in model.decoder.layers]
 

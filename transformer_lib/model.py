@@ -63,7 +63,7 @@ class TransformerConfig:
 
 # %% ../notebooks/05b_model.ipynb #937edafc
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer: forward(src [B, S], tgt_in [B, T]) -> logits [B, T, tgt_vocab_size].
+    """Encoder-decoder Transformer: forward(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size).
 
     `src` and `tgt_in` are right-padded id tensors; `tgt_in` starts with BOS (the target shifted right).
     """
@@ -86,44 +86,60 @@ class Transformer(nn.Module):
             self.tie_weights()
 
     def tie_weights(self) -> None:
-        """Share the target embedding table with the output projection (both [V, d])."""
+        """Share the target embedding table with the output projection (both (V, d))."""
         table = self.tgt_embed.token.weight
         if table.shape != self.output.weight.shape:
             raise ValueError(f"cannot tie: target embedding is {list(table.shape)} but the output "
                              f"projection is {list(self.output.weight.shape)}; both must be [V, d]")
         self.output.weight = table
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src ids [B, S] -> (memory [B, S, d], src_key_padding_mask [B, S])."""
-        check_token_ids(src, self.config.src_vocab_size, "src")
+    def encode(self, src: torch.Tensor, validate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """src ids (B, S) -> (memory (B, S, d), src_key_padding_mask (B, S)).
+
+        The model's one check of the ids: in range, and no row all padding. `validate=False`
+        skips it (it reads the ids back to the host) for ids checked already.
+        """
         self._check_length(src, "src")
         src_pad = padding_mask(src, self.config.pad_id)                     # (B, S) True = pad
-        empty = src_pad.all(dim=1)
-        if empty.any():
-            raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
-                             "every source needs at least one token")
-        memory = self.encoder(self.src_embed(src), src_key_padding_mask=src_pad)  # (B, S, d)
+        if validate:
+            check_token_ids(src, self.config.src_vocab_size, "src")
+            empty = src_pad.all(dim=1)
+            if empty.any():
+                raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
+                                 "every source needs at least one token")
+        memory = self.encoder(self.src_embed(src, validate=False),
+                              src_key_padding_mask=src_pad)                 # (B, S, d)
         return memory, src_pad
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor) -> torch.Tensor:
-        """tgt_in ids [B, T] (starting with a real token), memory [B, S, d] -> logits [B, T, V]."""
-        check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor,
+               validate: bool = True) -> torch.Tensor:
+        """tgt_in ids (B, T) (starting with a real token), memory (B, S, d) -> logits (B, T, V).
+
+        `validate`: check the ids (in range, BOS first); False skips that host sync, e.g. for
+        tokens a decoding loop chose itself.
+        """
         self._check_length(tgt_in, "tgt_in")
-        if tgt_in.shape[1] == 0 or tgt_in[:, 0].eq(self.config.pad_id).any():
-            raise ValueError("tgt_in must start with a valid token (BOS) in every row, got padding in column 0")
+        if tgt_in.shape[1] == 0:
+            raise ValueError(f"tgt_in must hold at least one position, got shape {list(tgt_in.shape)}")
+        if validate:
+            check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
+            if tgt_in[:, 0].eq(self.config.pad_id).any():
+                raise ValueError("tgt_in must start with a valid token (BOS) in every row, got "
+                                 "padding in column 0")
         if memory.shape[0] != tgt_in.shape[0]:
             raise ValueError(f"memory and tgt_in must have the same batch size, got memory {list(memory.shape)} "
                              f"and tgt_in {list(tgt_in.shape)}")
         T = tgt_in.shape[1]
-        hidden = self.decoder(self.tgt_embed(tgt_in), memory,
+        hidden = self.decoder(self.tgt_embed(tgt_in, validate=False), memory,
                               tgt_mask=causal_mask(T, device=tgt_in.device),              # (T, T)
                               tgt_key_padding_mask=padding_mask(tgt_in, self.config.pad_id),  # (B, T)
                               memory_key_padding_mask=src_key_padding_mask)               # (B, S)
         return self.output(hidden)                                                        # (B, T, V)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        memory, src_pad = self.encode(src)
-        return self.decode(tgt_in, memory, src_pad)
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, validate: bool = True) -> torch.Tensor:
+        """Logits (B, T, V) of `tgt_in` (B, T) given `src` (B, S); `validate` as in `encode`."""
+        memory, src_pad = self.encode(src, validate)
+        return self.decode(tgt_in, memory, src_pad, validate=validate)
 
     def _check_length(self, ids: torch.Tensor, name: str) -> None:
         if ids.shape[1] > self.config.max_len:

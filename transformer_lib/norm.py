@@ -18,10 +18,10 @@ __all__ = ['LayerNorm', 'layer_norm_backward', 'LayerNormFunction', 'ResidualSub
 
 # %% ../notebooks/04_norm.ipynb #93382737
 class LayerNorm(nn.Module):
-    """Layer normalization over the last dimension: x [..., d_model] -> same shape.
+    """Layer normalization over the last dimension: x (..., d_model) -> same shape.
 
     Statistics are computed per token over its d_model channels (biased variance); gamma
-    (`weight`) and beta (`bias`) have shape [d_model]. No running statistics: train == eval.
+    (`weight`) and beta (`bias`) have shape (d_model,). No running statistics: train == eval.
     `fused = True` (the default) computes the same function with `F.layer_norm`, one kernel;
     set it to False for the written-out computation.
     """
@@ -55,7 +55,7 @@ def layer_norm_backward(grad_out: torch.Tensor, z: torch.Tensor, weight: torch.T
                         eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of LayerNorm by the closed form: returns (grad_z, grad_weight, grad_bias).
 
-    grad_out, z: [..., d]; weight: [d]. grad_z has z's shape; grad_weight and grad_bias are [d].
+    grad_out, z: (..., d); weight: (d,). grad_z has z's shape; grad_weight and grad_bias are (d,).
     """
     mean = z.mean(dim=-1, keepdim=True)
     rstd = torch.rsqrt((z - mean).pow(2).mean(dim=-1, keepdim=True) + eps)   # 1 / sqrt(v + eps)
@@ -85,7 +85,7 @@ class LayerNormFunction(torch.autograd.Function):
 
 # %% ../notebooks/04_norm.ipynb #a3343e54
 class ResidualSublayer(nn.Module):
-    """Residual connection around a sublayer, with LayerNorm and dropout: [B, L, d] -> [B, L, d].
+    """Residual connection around a sublayer, with LayerNorm and dropout: (B, L, d) -> (B, L, d).
 
     norm_first=False (post-norm, the paper): norm(x + dropout(sublayer(x)))
     norm_first=True  (pre-norm):             x + dropout(sublayer(norm(x)))

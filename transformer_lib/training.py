@@ -106,7 +106,8 @@ class TrainingConfig:
             value = getattr(self, name)
             if value is None and name == "clip":
                 continue
-            if isinstance(value, bool) or not isinstance(value, Real) or value < 0 or (value == 0 and name != "weight_decay"):
+            number = isinstance(value, Real) and not isinstance(value, bool)
+            if not number or value < 0 or (value == 0 and name != "weight_decay"):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
@@ -308,7 +309,7 @@ def train(model: nn.Module, train_batches: Callable[[int], Iterable], valid_batc
 
 # %% ../notebooks/06b_training.ipynb #9930b62e
 def exact_match(generated: torch.Tensor, labels: torch.Tensor, bos_id: int = 1, pad_id: int = 0) -> torch.Tensor:
-    """Bool [B]: generated ids [B, 1 + n] (BOS first, padded after EOS) equal labels [B, T] up to EOS."""
+    """Bool (B,): generated ids (B, 1 + n) (BOS first, padded after EOS) equal labels (B, T) up to EOS."""
     check_shape(generated, (labels.shape[0], None), "generated")
     if not torch.all(generated[:, 0] == bos_id):
         raise ValueError(f"generated must start with BOS ({bos_id}) in every row")

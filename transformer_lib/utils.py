@@ -29,7 +29,8 @@ def get_device(name: str | None = None) -> torch.device:
     try:
         device = torch.device(chosen)
     except RuntimeError as err:
-        raise ValueError(f"device name {chosen!r} is not a torch device; expected e.g. 'cpu', 'cuda' or 'cuda:0'") from err
+        raise ValueError(f"device name {chosen!r} is not a torch device; expected e.g. 'cpu', "
+                         "'cuda' or 'cuda:0'") from err
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {chosen!r} was requested but CUDA is not available here; use 'cpu'")
     return device

@@ -89,17 +89,18 @@ LONGEST_NOTEBOOKS := $(wildcard notebooks/09_*.ipynb notebooks/10b_*.ipynb noteb
 	notebooks/07_*.ipynb notebooks/06b_*.ipynb)
 NOTEBOOKS := $(LONGEST_NOTEBOOKS) $(filter-out $(LONGEST_NOTEBOOKS),$(wildcard notebooks/*.ipynb))
 LONGEST_TESTS := tests/test_resume.py tests/test_train_cli.py
+UNTIMED_NOTEBOOKS := $(filter-out $(TIMED_NOTEBOOKS),$(NOTEBOOKS))
+IN_ORDER := -n 2 --dist loadfile --no-loadscope-reorder
 NBVAL = $(BIN)/python -m pytest $(NBVAL_MODE) --nbval-current-env --nbval-sanitize-with $(SANITIZE) -q -p no:cacheprovider
 pytest-strict:
-	$(WORKER_THREADS) $(NBVAL) -n 2 --dist loadfile --no-loadscope-reorder \
-		$(filter-out $(TIMED_NOTEBOOKS),$(NOTEBOOKS)) $(LONGEST_TESTS) tests
+	$(WORKER_THREADS) $(NBVAL) $(IN_ORDER) $(UNTIMED_NOTEBOOKS) $(LONGEST_TESTS) tests
 	$(WORKER_THREADS) $(NBVAL) $(TIMED_NOTEBOOKS)
 
 # The same, one half at a time.
 pytest-lib:
 	$(WORKER_THREADS) $(BIN)/python -m pytest tests -n auto -q
 pytest-nb:
-	$(WORKER_THREADS) $(NBVAL) -n auto --dist loadfile --no-loadscope-reorder $(filter-out $(TIMED_NOTEBOOKS),$(NOTEBOOKS))
+	$(WORKER_THREADS) $(NBVAL) $(IN_ORDER) $(UNTIMED_NOTEBOOKS)
 	$(WORKER_THREADS) $(NBVAL) $(TIMED_NOTEBOOKS)
 
 # 3c. Every notebook again as a reader runs it: with the machine's default thread count, on kernels
@@ -114,7 +115,7 @@ OTHER_CPU = $(shell $(BIN)/python -c "import torch; print('ATEN_CPU_CAPABILITY=a
 READER = env -u OMP_NUM_THREADS $(OTHER_CPU) OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest --nbval-lax \
 	--nbval-current-env -q -p no:cacheprovider
 pytest-nb-reader:
-	$(READER) -n 2 --dist loadfile --no-loadscope-reorder $(filter-out $(TIMED_NOTEBOOKS),$(NOTEBOOKS))
+	$(READER) $(IN_ORDER) $(UNTIMED_NOTEBOOKS)
 	$(READER) $(TIMED_NOTEBOOKS)
 
 # 3d. The oldest torch that pyproject.toml allows: the library tests in a second venv.

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .multihead import MultiHeadAttention
 from .feedforward import feedforward_num_params
 from .model import TransformerConfig
 from .norm import LayerNorm

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention import KVCache, MultiHeadAttention
+from .multihead import KVCache, MultiHeadAttention
 from .encoder import copy_feed_forward, copy_norm, independent_copies, torch_layer_arguments
 from .feedforward import FeedForward
 from .norm import ResidualSublayer

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .multihead import MultiHeadAttention
 from .feedforward import FeedForward
 from .norm import LayerNorm, ResidualSublayer
 from .utils import check_positive_int

@@ -1,8 +1,17 @@
-"""Forward + backward time of our Transformer against the baseline on torch.nn layers, same configuration.
+"""Forward + backward time of our Transformer against the baseline on torch.nn layers, same weights.
 
-Usage: python bench/train_step.py [--quick]
-Prints medians and the ratio ours / baseline (goal: <= 1.0, ours no slower), and writes them to
-bench/results/train_step-<device>.json (not with --quick).
+Usage: python bench/train_step.py [--quick] [--configs NAME ...] [--compile | --no-compile]
+
+For each configuration, precision (fp32; bf16 autocast with the loss in fp32) and, where asked,
+`torch.compile`, it prints the median step time of ours and of the baseline (runs interleaved,
+CUDA synchronized before every clock reading, by `transformer_lib.cost.benchmark`), the ratio
+ours / baseline (goal: <= 1.0) and the model FLOP utilization (MFU): the counted matmul FLOPs of
+the step (`training_step_flops`) per second, over the matmul peak measured on the same device in
+the same precision. Results go to bench/results/train_step-<device>.json (not with --quick).
+
+Configurations: `small` (d=256, 3+3 layers, V=1000, B=32, S=T=48; the CPU default) and, the GPU
+defaults, `base128` / `base256` (d=512, 6+6 layers, d_ff=1024, V=32000, B=64, S=T=128 / 256).
+Half of the sources are padded to half their length in every configuration.
 """
 from __future__ import annotations
 
@@ -16,46 +25,87 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _record import write_result  # noqa: E402
 
-from transformer_lib.cost import benchmark  # noqa: E402
+from transformer_lib.cost import benchmark, matmul_peak, training_step_flops  # noqa: E402
 from transformer_lib.model import Transformer  # noqa: E402
 from transformer_lib.torch_layers import TorchLayersTransformer  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
 
+CONFIGS = {  # vocab, d_model, heads, layers per stack, batch, S = T
+    "small": (1000, 256, 8, 3, 32, 48),
+    "base128": (32000, 512, 8, 6, 64, 128),
+    "base256": (32000, 512, 8, 6, 64, 256),
+}
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
-def step(model, src, tgt_in, labels, vocab) -> None:
-    model.zero_grad(set_to_none=True)
-    logits = model(src, tgt_in)
-    F.cross_entropy(logits.reshape(-1, vocab), labels.reshape(-1), ignore_index=0).backward()
+
+def make_step(model, src, tgt_in, labels, vocab, dtype, **forward_kwargs):
+    """One training step's work: zero_grad, forward (autocast unless fp32), loss in fp32, backward."""
+    device_type = src.device.type
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        with torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32):
+            logits = model(src, tgt_in, **forward_kwargs)                       # (B, T, V)
+        F.cross_entropy(logits.float().reshape(-1, vocab), labels.reshape(-1), ignore_index=0).backward()
+    return step
+
+
+def run_config(name: str, device: torch.device, compiles: list[bool], repeats: int, peaks: dict) -> list[dict]:
+    vocab, dim, heads, depth, B, S = CONFIGS[name]
+    seed_everything(0)
+    baseline = TorchLayersTransformer(vocab, dim, heads, depth, dropout=0.1, max_length=S + 1).to(device).train()
+    ours = Transformer.from_torch_layers(baseline).train()
+    src = torch.randint(3, vocab, (B, S), device=device)
+    src[::2, S // 2:] = 0                                                          # half the sources padded
+    tgt = torch.randint(3, vocab, (B, S + 1), device=device)
+    tgt[:, 0] = 1
+    tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
+    flops = training_step_flops(ours.config, B, S, S)
+    rows = []
+    for precision, dtype in PRECISIONS.items():
+        if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            continue
+        for compiled in compiles:
+            # compiled, ours skips the id check (a host sync): its ids are valid by construction
+            mine = (torch.compile(ours), {"validate": False}) if compiled else (ours, {})
+            theirs = torch.compile(baseline) if compiled else baseline
+            steps = [make_step(mine[0], src, tgt_in, labels, vocab, dtype, **mine[1]),
+                     make_step(theirs, src, tgt_in, labels, vocab, dtype)]
+            t_ours, t_base = benchmark(steps, repeats=repeats, warmup=3 if compiled else 2, device=device)
+            peak = peaks[precision]
+            row = {"config": name, "precision": precision, "compile": compiled, "ours_s": t_ours,
+                   "baseline_s": t_base, "ratio": t_ours / t_base, "step_flops": flops,
+                   "peak_flops_per_s": peak, "mfu_ours": flops / t_ours / peak, "mfu_baseline": flops / t_base / peak}
+            rows.append(row)
+            print(f"{name:>8} {precision:>5} {'yes' if compiled else 'no':>7} {t_ours * 1e3:>9.1f} {t_base * 1e3:>9.1f} "
+                  f"{row['ratio']:>6.2f} {row['mfu_ours']:>6.1%} {row['mfu_baseline']:>6.1%}")
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (for the book)")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, nothing written")
+    parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS),
+                        help="default: small on the CPU, base128 and base256 on a GPU")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time torch.compile'd models (default: on a GPU only)")
     args = parser.parse_args()
     device = get_device()
-    seed_everything(0)
-    vocab, dim, heads, depth, B, S, T = 1000, 256, 8, 3, 32, 48, 48
-    baseline = TorchLayersTransformer(vocab, dim, heads, depth, dropout=0.1, max_length=64)
-    baseline = baseline.to(device).train()
-    ours = Transformer.from_torch_layers(baseline).train()
-    src = torch.randint(3, vocab, (B, S), device=device)
-    tgt = torch.randint(3, vocab, (B, T + 1), device=device)
-    tgt[:, 0] = 1
-    tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-    repeats = 5 if args.quick else 15
-    # alternating runs, CUDA synchronized around each: the noise hits both alike
-    mine, theirs = benchmark([lambda: step(ours, src, tgt_in, labels, vocab),
-                              lambda: step(baseline, src, tgt_in, labels, vocab)],
-                             repeats=repeats, warmup=2, device=device)
-    t = {"ours": mine, "baseline": theirs}
-    print(f"device={device.type} threads={torch.get_num_threads()} d={dim}, {depth}+{depth} layers, d_ff={2 * dim}, "
-          f"B={B}, S=T={S}, dropout 0.1, forward+backward, median of {repeats}")
-    print(f"ours {t['ours'] * 1e3:.1f} ms   baseline (nn layers) {t['baseline'] * 1e3:.1f} ms   "
-          f"ratio ours/baseline {t['ours'] / t['baseline']:.2f}")
+    configs = args.configs or (["base128", "base256"] if device.type == "cuda" else ["small"])
+    with_compile = args.compile if args.compile is not None else device.type == "cuda"
+    compiles = [False, True] if with_compile else [False]
+    repeats = 3 if args.quick else (10 if device.type == "cuda" else 5)
+    peak_n = 8192 if device.type == "cuda" else 1024
+    peaks = {p: matmul_peak(peak_n, device=device, dtype=d) for p, d in PRECISIONS.items()}
+    print(f"device={device.type} threads={torch.get_num_threads()} torch={torch.__version__}; matmul peak "
+          + ", ".join(f"{p} {v / 1e12:.2f} TFLOP/s" for p, v in peaks.items()) + f"; median of {repeats}")
+    print(f"{'config':>8} {'prec':>5} {'compile':>7} {'ours ms':>9} {'nn ms':>9} {'ratio':>6} {'MFU':>6} {'MFU nn':>6}")
+    rows = [row for name in configs for row in run_config(name, device, compiles, repeats, peaks)]
     if not args.quick:
-        settings = {"d_model": dim, "layers": f"{depth}+{depth}", "d_ff": 2 * dim, "batch": B, "S": S, "T": T,
-                    "dropout": 0.1, "repeats": repeats}
-        rows = [{"ours_s": t["ours"], "baseline_s": t["baseline"], "ratio": t["ours"] / t["baseline"]}]
+        settings = {"configs": {name: dict(zip(("vocab", "d_model", "heads", "layers_per_stack", "batch", "S_T"),
+                                               CONFIGS[name])) for name in configs},
+                    "d_ff": "2 d_model", "dropout": 0.1, "padding": "half the sources padded to half length",
+                    "repeats": repeats, "peak_matmul_n": peak_n}
         print(f"wrote {write_result('train_step', device, settings, rows)}")
 
 

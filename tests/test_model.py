@@ -112,6 +112,17 @@ def test_validate_false_skips_the_id_checks_and_changes_nothing_else(monkeypatch
         model(src, tgt)                                    # the default checks, once, in the model
 
 
+def test_forward_compiles_as_one_graph_without_the_id_check():
+    """validate=False leaves no host sync in the forward (train mode, dropout on, padded rows):
+    torch.compile sees one graph and no break. With the check, `int(ids.min())` breaks it."""
+    torch._dynamo.reset()
+    model, (src, tgt) = small(dropout=0.1), batch()
+    model.train()
+    explained = torch._dynamo.explain(model)(src, tgt, validate=False)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    assert torch._dynamo.explain(model)(src, tgt).graph_break_count > 0   # a break is seen when there is one
+
+
 def test_memory_and_target_batch_sizes_differ():
     model = small()
     src, tgt = batch()

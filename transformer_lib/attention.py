@@ -115,7 +115,7 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Bool (B, L): True where `tokens` (B, L), integer ids, equals `pad_id`."""
     if not isinstance(tokens, Tensor):
         raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
-    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
         raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
     check_shape(tokens, (None, None), "tokens")
     pad_id = check_positive_int(pad_id, "pad_id", allow_zero=True)

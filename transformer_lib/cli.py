@@ -13,7 +13,7 @@ from pathlib import Path
 from .distributed import (CHECKPOINT_NAME, PRECISIONS, SIZES, TASKS, ResumeError,
                                          Task, cleanup_distributed, model_config,
                                          setup_distributed, torchrun_env, train_distributed)
-from .training import SCHEDULES
+from .recipe import SCHEDULES
 from .utils import get_device
 
 # %% auto #0

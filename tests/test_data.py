@@ -1,4 +1,4 @@
-"""transformer_lib.data: reversal data, splits, padding and the shift (the loss: test_training.py)."""
+"""transformer_lib.data: reversal data, splits, padding and the shift (the loss: test_recipe.py)."""
 import pytest
 import torch
 from hypothesis import given, settings

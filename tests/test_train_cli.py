@@ -26,7 +26,7 @@ def test_the_command_is_declared_as_a_script(monkeypatch):
 
 
 def test_importing_the_module_runs_nothing():
-    done = run([sys.executable, "-c", "import transformer_lib.cli, transformer_lib.distributed"])
+    done = run([sys.executable, "-c", "import transformer_lib.cli, transformer_lib.distributed, transformer_lib.job"])
     assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
 
 

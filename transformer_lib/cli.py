@@ -10,10 +10,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .distributed import (CHECKPOINT_NAME, PRECISIONS, SIZES, TASKS, ResumeError,
-                                         Task, cleanup_distributed, model_config,
-                                         setup_distributed, torchrun_env, train_distributed)
-from .training import SCHEDULES
+from .distributed import (CHECKPOINT_NAME, cleanup_distributed, setup_distributed,
+                                         torchrun_env)
+from .job import (PRECISIONS, SIZES, TASKS, ResumeError, Task, model_config,
+                                 train_distributed)
+from .recipe import SCHEDULES
 from .utils import get_device
 
 # %% auto #0

@@ -113,7 +113,7 @@ def token_nll_simple(logits: torch.Tensor, labels: torch.Tensor,
     """Mean of -log P(y_it | y_<t, x) over the positions whose label is not PAD, written out.
 
     The token-level loss of chapter 6 (log_softmax, then the label's entry), for reading: the
-    library trains with `training.sequence_loss`, equal to it with `label_smoothing=0`. A
+    library trains with `recipe.sequence_loss`, equal to it with `label_smoothing=0`. A
     batch's loss does not depend on how much padding it has.
 
     Args:

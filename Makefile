@@ -38,7 +38,7 @@ book: setup book-build
 
 # Two cores, used in turn by the gates. Beside them run what waits on the network and the disk (the
 # torch-floor venv, Chromium) and the book build, at idle priority (SCHED_IDLE): they take only the
-# cycles the gates leave (e.g. while chapter 8 runs alone) and slow no gate down. Then the
+# cycles the gates leave (e.g. while chapters 8 and 8a run alone) and slow no gate down. Then the
 # torch-floor tests and the browser test, side by side.
 IDLE := $(shell chrt --idle 0 true 2>/dev/null && echo chrt --idle 0 || echo nice -n 19)
 LOGS := _build/logs
@@ -84,7 +84,7 @@ WORKER_THREADS := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 #    a short notebook, the other worker two long ones, then the long test files, then the rest as
 #    workers free up, so that they finish together. Chapters whose asserts are about measured
 #    time run alone, after the others, on a quiet machine.
-TIMED_NOTEBOOKS := notebooks/08_cost.ipynb
+TIMED_NOTEBOOKS := notebooks/08_cost.ipynb notebooks/08a_memory.ipynb
 LONGEST_NOTEBOOKS := $(wildcard notebooks/09_*.ipynb notebooks/10b_*.ipynb notebooks/00_*.ipynb \
 	notebooks/07_*.ipynb notebooks/06b_*.ipynb)
 NOTEBOOKS := $(LONGEST_NOTEBOOKS) $(filter-out $(LONGEST_NOTEBOOKS),$(wildcard notebooks/*.ipynb))

@@ -1,13 +1,12 @@
-"""transformer_lib.cost: parameter and FLOP counters against the model and FlopCounterMode, bad input."""
+"""transformer_lib.cost: parameter and FLOP counters against the model and FlopCounterMode, the timer, bad input."""
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_lib.cost import (activation_bytes, attention_matrix_bytes, benchmark, count_parameters,
-                                  decode_step_flops, forward_flops, kv_cache_bytes, median_time,
-                                  saved_tensor_bytes, set_fused, training_step_flops)
+from transformer_lib.cost import (benchmark, count_parameters, decode_step_flops, forward_flops, median_time,
+                                  set_fused, training_step_flops)
 from transformer_lib.model import Transformer, TransformerConfig
 
 
@@ -51,7 +50,7 @@ def test_flop_counter_equals_flopcountermode(config, B, S, T, seed):
     assert counter.get_total_flops() == sum(forward_flops(config, B, S, T).values())
 
 
-def test_training_step_is_three_forwards_and_activations_match_autograd():
+def test_training_step_is_three_forwards():
     config = TransformerConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=16, nhead=2, num_encoder_layers=2,
                                num_decoder_layers=2, dim_feedforward=24, dropout=0.0, max_len=16)
     model = Transformer(config)
@@ -60,16 +59,11 @@ def test_training_step_is_three_forwards_and_activations_match_autograd():
     with FlopCounterMode(display=False) as counter:
         model(src, tgt).sum().backward()
     assert counter.get_total_flops() == training_step_flops(config, 2, 7, 5)
-    saved = saved_tensor_bytes(lambda: model(src, tgt), exclude=model.parameters())
-    assert saved == sum(activation_bytes(config, 2, 7, 5).values())
 
 
-def test_cached_step_is_cheaper_and_cache_grows_linearly():
+def test_cached_step_is_cheaper():
     config = TransformerConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=16, nhead=2, dropout=0.0)
     assert decode_step_flops(config, 1, 8, 10, use_cache=True) < decode_step_flops(config, 1, 8, 10, use_cache=False)
-    grow = kv_cache_bytes(config, 2, 8, 11)["self"] - kv_cache_bytes(config, 2, 8, 10)["self"]
-    assert grow == 2 * config.num_decoder_layers * 2 * config.d_model * 4
-    assert attention_matrix_bytes(2, 8, 10, 12, 2) == 2 * 8 * 10 * 12 * 2
 
 
 def test_benchmark_returns_one_median_per_function():
@@ -82,10 +76,7 @@ def test_benchmark_returns_one_median_per_function():
     (lambda c: forward_flops(c, 1, 0, 4), "src_len"),
     (lambda c: forward_flops(c, 1, 4, -2), "tgt_len"),
     (lambda c: training_step_flops(c, 0, 4, 4), "batch"),
-    (lambda c: activation_bytes(c, 1, 4, 4, bytes_per_element=0), "bytes_per_element"),
-    (lambda c: kv_cache_bytes(c, 1, 4, 0), "generated"),
     (lambda c: decode_step_flops(c, 1, 4, 0, use_cache=True), "prefix_len"),
-    (lambda c: attention_matrix_bytes(1, 0, 4, 4), "nhead"),
     (lambda c: median_time(lambda: None, repeats=0), "repeats"),
 ])
 def test_bad_lengths_raise_value_error_naming_the_argument(call, message):

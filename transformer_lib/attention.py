@@ -84,7 +84,7 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
     dropout_p = check_probability(dropout_p, "dropout_p")
     dead = None if mask is None else fully_masked_rows(mask)                   # (..., Lq, 1)
     if dead is not None:                                                       # un-mask dead rows: no 0/0
-        mask = mask.masked_fill(dead, False if mask.dtype == torch.bool else 0.0)
+        mask = mask & ~dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)
     if fused:
         sdpa_mask = None if mask is None else to_sdpa_mask(mask if mask.dtype == torch.bool
                                                            else mask.to(query.dtype))

@@ -5,7 +5,8 @@
 # %% ../notebooks/07_generation.ipynb #da57d1e2
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
@@ -15,7 +16,8 @@ from .model import Transformer
 from .utils import check_positive_int
 
 # %% auto #0
-__all__ = ['start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search', 'cross_attention_weights']
+__all__ = ['start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search', 'recording_cross_attention',
+           'cross_attention_weights']
 
 # %% ../notebooks/07_generation.ipynb #a20b863d
 def start_cache(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor) -> DecoderCache:
@@ -175,9 +177,10 @@ def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens
     return out.view(B, W, -1)[torch.arange(B, device=src.device), best]
 
 # %% ../notebooks/07_generation.ipynb #c373fff7
-@torch.no_grad()
-def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
-    """Head-averaged cross-attention weights of every decoder layer, each (B, T, S), for src (B, S), tgt_in (B, T)."""
+@contextmanager
+def recording_cross_attention(model: Transformer) -> Iterator[list[Tensor]]:
+    """Within the block, each cross-attention call of `model` also computes its weights, averaged
+    over heads, and appends them to the list it yields: one (B, T, S) per layer and call."""
     captured: list[Tensor] = []
     modules = [layer.cross_attn for layer in model.decoder.layers]
 
@@ -190,14 +193,23 @@ def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> 
             return out, None
         return forward
 
-    was_training = model.training
-    model.eval()
     for module in modules:
         module.forward = recording(module)
     try:
-        model(src, tgt_in)
+        yield captured
     finally:
         for module in modules:
             del module.forward                     # back to the class's forward
+
+
+@torch.no_grad()
+def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
+    """Head-averaged cross-attention weights of every decoder layer, each (B, T, S), for src (B, S), tgt_in (B, T)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with recording_cross_attention(model) as captured:
+            model(src, tgt_in)
+    finally:
         model.train(was_training)
     return captured

@@ -127,7 +127,8 @@ def test_pretrained_ships_with_the_library_and_translates():
     assert (c.d_model, c.num_encoder_layers, c.num_decoder_layers) == (64, 2, 2) and not translator.model.training
     assert translator.src_vocab.itos == source_vocab().itos
     assert translator("15. Februar 2019") == "2019-02-15"
-    assert translator(["2019年2月15日", "Feb 15, 2019", "sexta-feira, 15 de fevereiro de 2019"]) == ["2019-02-15"] * 3
+    texts = ["2019年2月15日", "Feb 15, 2019", "sexta-feira, 15 de fevereiro de 2019"]
+    assert translator(texts) == ["2019-02-15"] * 3
     assert translator([]) == []
     info = translator.info
     assert info["command"] == "OMP_NUM_THREADS=1 python tools/train_pretrained.py"

@@ -181,6 +181,7 @@ function draw() {
   canvas.dataset.rows = rows;
   canvas.dataset.cols = cols;
   canvas.dataset.layer = layer + 1;
+  canvas.dataset.grid = JSON.stringify({left, top, cell, scale: dpr});   // where the cells are, for tests
   canvas.setAttribute('aria-label', `Cross-attention of decoder layer ${layer + 1}: ${rows} output characters `
     + `(${result.iso}) by ${cols} input characters`);
 }
@@ -222,7 +223,8 @@ async function update() {
   const unknown = [...new Set(chars.filter((c) => !m.stoi.has(c)))];
   if (unknown.length) {
     clearAnswer();
-    const list = unknown.slice(0, 8).map((c) => `“${c}” (U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')})`);
+    const code = (c) => c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+    const list = unknown.slice(0, 8).map((c) => `“${c}” (U+${code(c)})`);
     say(`The model cannot read ${list.join(', ')}${unknown.length > 8 ? ' and more' : ''}: it knows only the `
       + 'characters of dates in its ten languages (digits, month and weekday names, spaces and . , - /). '
       + 'Nothing was translated.', 'error');

@@ -58,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("dates_demo.js", "dates_demo.css"):
         shutil.copyfile(ROOT / "demo" / name, folder / name)
 
+    # Sphinx copies html_static_path only when a page changed; a site built before gets the new files here.
+    built = ROOT / "_build" / "html" / "_static" / NAME
+    if args.out == ROOT / "_build" / "demo" and built.is_dir():
+        shutil.rmtree(built)
+        shutil.copytree(folder, built)
+
     sizes = {p.name: p.stat().st_size for p in sorted(folder.iterdir())}
     total = sum(sizes.values())
     for name, size in sizes.items():

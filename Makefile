@@ -15,7 +15,7 @@ CHROMIUM_CMDS := chromium chromium-browser google-chrome
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup book test test-gpu export-check executed-check pytest-lib pytest-nb pytest-nb-reader \
-	gates beside-gates pytest-strict floor-setup pytest-floor book-build browser-setup browser-test clean
+	gates beside-gates pytest-strict floor-setup pytest-floor node-setup demo book-build browser-setup browser-test clean
 
 # uv installs the pinned environment (about 30 s here, pip took 2 min). It is bootstrapped with pip
 # at the version requirements.txt pins, and told where pip finds local wheels (find-links), so that
@@ -60,7 +60,7 @@ beside-gates: setup
 	@$(IDLE) $(MAKE) --no-print-directory -j2 floor-setup browser-setup > $(LOGS)/setups.log 2>&1 \
 		|| { cat $(LOGS)/setups.log; exit 1; }
 	@$(IDLE) $(MAKE) --no-print-directory book-build > $(LOGS)/book.log 2>&1 || { cat $(LOGS)/book.log; exit 1; }
-	@echo "beside the gates: torch-floor venv and Chromium installed, book built (logs in $(LOGS))"
+	@echo "beside the gates: torch-floor venv and Chromium installed, book built with its demo (logs in $(LOGS))"
 
 # 1. The library must be exactly what the notebooks export (stale or untracked modules fail).
 export-check:
@@ -136,8 +136,22 @@ pytest-floor: $(FLOOR_STAMP)
 		--ignore tests/test_contract.py --ignore tests/test_browser_test.py
 	@echo "torch floor: the library tests pass with torch $$($(FLOOR_VENV)/bin/python -c 'import torch; print(torch.__version__)')"
 
-# 4. The HTML book, warnings are errors.
-book-build: setup
+# 4. The HTML book, warnings are errors. First the live demo of chapter 9 (_build/demo, served as
+#    _static/dates-demo/): the shipped model exported to ONNX, and onnxruntime-web as package-lock.json
+#    pins it, installed by `npm ci` (Node and npm: Debian's, installed by node-setup when missing; in
+#    `make test` after the other set-ups, so that two apt-get never wait on each other's lock).
+node-setup:
+	@command -v npm >/dev/null && exit 0; \
+		echo "installing Debian's nodejs and npm for the book's demo"; \
+		$(SUDO) apt-get update -qq; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
+node_modules/.installed: package.json package-lock.json | node-setup
+	npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+demo: setup node_modules/.installed
+	$(BIN)/python tools/build_demo.py
+
+book-build: setup demo
 	$(BIN)/jupyter-book build . -W --keep-going
 
 # Headless Chromium for the browser test (fonts-noto-cjk: the glossary's Chinese in screenshots).

@@ -77,3 +77,19 @@ def test_checker_passes_a_good_page_and_names_every_fault_of_a_bad_one(tmp_path)
         assert fault in bad, f"{fault!r} not reported:\n{out}"
     assert (shots / "00_good.png").stat().st_size > 0
     assert (shots / "00_good-figure.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (make browser-setup installs it)")
+def test_checker_fails_a_capstone_page_without_its_demo(tmp_path):
+    """The capstone page must carry the live demo: a page without it fails, naming the missing elements."""
+    mod = load_module()
+    html = tmp_path / "html"
+    (html / "notebooks").mkdir(parents=True)
+    (html / "notebooks" / "09_dates.html").write_text(page(
+        f'<p>no demo here</p><a href="{mod.expected_colab(CONFIG, "09_dates")}">Colab</a>'))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(html), "--screenshots", str(tmp_path / "shots")],
+                          capture_output=True, text=True, timeout=180)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "ok   notebooks/09_dates.html" in out, out
+    assert "FAIL demo on notebooks/09_dates.html" in out and "no #dates-demo-input and #dates-demo-output" in out, out

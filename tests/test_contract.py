@@ -102,3 +102,20 @@ def test_notebook_is_named_after_its_module(path):
     module = re.match(r"#\|\s*default_exp[ \t]+(\w+)", source(code_cells(path)[0])).group(1)
     assert path.stem.split("_", 1)[1] == module, f"{path.name} writes {module}.py; call it NN_{module}.ipynb"
     assert exported_modules(path) == {module}, f"{path.name} writes {sorted(exported_modules(path))}"
+
+
+def test_the_capstone_demo_is_wired_to_the_build():
+    """Chapter 9's live demo: the page's elements and script, the built files' folder, onnxruntime-web pinned."""
+    page = "".join(source(c) for c in cells(ROOT / "notebooks" / "09_dates.ipynb") if c["cell_type"] == "markdown")
+    for needle in ('id="dates-demo-input"', 'id="dates-demo-output"', 'id="dates-demo-heatmap"',
+                   '<script type="module" src="../_static/dates-demo/dates_demo.js"></script>'):
+        assert needle in page, f"09_dates.ipynb lacks {needle}"
+    assert "_build/demo" in CONFIG["sphinx"]["config"]["html_static_path"]
+    assert 'NAME = "dates-demo"' in (ROOT / "tools" / "build_demo.py").read_text()
+    pins = json.loads((ROOT / "package.json").read_text())["dependencies"]
+    lock = json.loads((ROOT / "package-lock.json").read_text())["packages"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pins["onnxruntime-web"]), "pin onnxruntime-web to one version"
+    assert lock["node_modules/onnxruntime-web"]["version"] == pins["onnxruntime-web"]
+    assert lock["node_modules/onnxruntime-web"]["integrity"].startswith("sha512-")
+    script = (ROOT / "demo" / "dates_demo.js").read_text()
+    assert not re.search(r"https?://|//cdn|wss?://", script), "the demo loads only files of the built site"

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from transformer_lib.data import collate
-from transformer_lib.dates import (FORMATS, LOCALES, TARGET_VOCAB, CharVocab, DatePair, bucket_batches,
-                                   encode_pairs, make_date_pairs, render_date,
-                                   source_vocab, translate)
+from transformer_lib.dates import (FORMATS, LOCALES, PRETRAINED_PATH, TARGET_VOCAB, CharVocab, DatePair,
+                                   DateTranslator, bucket_batches, encode_pairs, make_date_pairs, pretrained,
+                                   render_date, source_vocab, translate)
 from transformer_lib.generation import cross_attention_weights
 from transformer_lib.model import Transformer, TransformerConfig
 
@@ -118,3 +118,44 @@ def test_exclude_everything():
     with pytest.raises(ValueError, match="exclude"):
         make_date_pairs(5, year_range=(2000, 2000),
                         exclude={(datetime.date(2000, 1, 1) + datetime.timedelta(k)).isoformat() for k in range(366)})
+
+
+def test_pretrained_ships_with_the_library_and_translates():
+    translator = pretrained("cpu")
+    assert isinstance(translator, DateTranslator)
+    c = translator.model.config
+    assert (c.d_model, c.num_encoder_layers, c.num_decoder_layers) == (64, 2, 2) and not translator.model.training
+    assert translator.src_vocab.itos == source_vocab().itos
+    assert translator("15. Februar 2019") == "2019-02-15"
+    texts = ["2019年2月15日", "Feb 15, 2019", "sexta-feira, 15 de fevereiro de 2019"]
+    assert translator(texts) == ["2019-02-15"] * 3
+    assert translator([]) == []
+    info = translator.info
+    assert info["command"] == "OMP_NUM_THREADS=1 python tools/train_pretrained.py"
+    assert info["recipe"]["seed"] == 0 and info["recipe"]["steps"] == 1000 and info["recipe"]["schedule"] == "linear"
+    assert info["test_size"] == 2000 and info["test_correct"] >= 0.99 * 2000
+
+
+def test_pretrained_bad_input_names_the_argument():
+    translator = pretrained("cpu")
+    with pytest.raises(TypeError, match="texts must be a str or a sequence of str"):
+        translator(20190215)
+    with pytest.raises(TypeError, match="texts"):
+        translator(["15. Februar 2019", None])
+    with pytest.raises(ValueError, match=r"texts\[1\] has 500 characters; the model reads at most 63"):
+        translator(["15. Februar 2019", "1" * 500])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        translator("15. Februar 2019 ☃")
+
+
+def test_the_checkpoint_is_package_data():
+    """`pip install .` ships transformer_lib/pretrained/dates.pt: pyproject's package-data matches it."""
+    import fnmatch
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")            # Python >= 3.11
+
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert (root / "transformer_lib" / PRETRAINED_PATH).is_file()
+    assert any(fnmatch.fnmatch(PRETRAINED_PATH, p) for p in patterns["transformer_lib"])

@@ -14,6 +14,15 @@ For every chapter page (``notebooks/*.html``) and every prose page (``book/*.htm
 A screenshot of each page (top, and the first figure when there is one) is written to
 ``_build/screenshots/``.
 
+The live demo of chapter 9 (``notebooks/09_dates.html``) is driven as a reader would: twenty held-out
+test dates, two from each of the ten locales, are typed into ``#dates-demo-input``, and each answer in
+``#dates-demo-output`` must equal what the shipped model, ``transformer_lib.dates.pretrained()``,
+answers in PyTorch for the same text; the cross-attention heatmap must be drawn for each (its size
+matching the input and the answer). An empty box, characters outside the vocabulary and a 500-character
+paste must get a message and no answer, quickly. With WebAssembly removed from the page, the demo must
+say so. The time from the page's load to the first answer is measured and printed, not asserted;
+screenshots ``09_dates-demo.png`` and ``09_dates-demo-no-wasm.png``.
+
 The pages are served over HTTP from a local server. The browser has no network: the page's
 MathJax script (``https://cdn.jsdelivr.net/npm/mathjax@3/...``) and the fonts it loads are
 answered, through the DevTools protocol (``Fetch`` domain), from the local copy of MathJax 3
@@ -332,6 +341,162 @@ def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: P
     return fails, r
 
 
+DEMO_PAGE = "notebooks/09_dates.html"
+
+# Waits until the demo has answered `text` (or says why not), then reports the answer and the heatmap.
+DEMO_WAIT_JS = r"""
+(async () => {
+  const text = %(text)s, needle = %(needle)s, ms = %(ms)d, t0 = performance.now();
+  const out = document.getElementById('dates-demo-output'), msg = document.getElementById('dates-demo-message');
+  while (performance.now() - t0 < ms) {
+    const answered = text !== null && out.dataset.for === text;
+    const refused = text === null && out.textContent === '' && msg.dataset.kind === %(kind)s
+      && msg.textContent.includes(needle);
+    if (answered || refused || (text !== null && msg.dataset.kind === 'error' && out.textContent === '')) break;
+    await new Promise(r => setTimeout(r, 20));
+  }
+  const c = document.getElementById('dates-demo-heatmap');
+  const cells = [];                                    // the grey level at the centre of every cell
+  if (!c.hidden && c.width && c.dataset.grid) {
+    const g = JSON.parse(c.dataset.grid), ctx = c.getContext('2d');
+    for (let r = 0; r < +c.dataset.rows; r++) {
+      const row = [];
+      for (let k = 0; k < +c.dataset.cols; k++) {
+        const x = Math.floor((g.left + (k + 0.5) * g.cell) * g.scale);
+        const y = Math.floor((g.top + (r + 0.5) * g.cell) * g.scale);
+        row.push(ctx.getImageData(x, y, 1, 1).data[0]);
+      }
+      cells.push(row);
+    }
+  }
+  return {answer: out.textContent, for: out.dataset.for ?? null, message: msg.textContent, kind: msg.dataset.kind,
+          waited: performance.now() - t0, state: document.getElementById('dates-demo').dataset.state,
+          heatmap: {hidden: c.hidden, layer: +c.dataset.layer || 0, cells},
+          timings: window.datesDemoTimings || {},
+          loadEnd: performance.getEntriesByType('navigation')[0].loadEventEnd};
+})()
+"""
+
+
+def demo_dates(per_locale: int = 2) -> tuple[list[str], list[str], list[str], list]:
+    """`per_locale` held-out test dates of chapter 9 per locale (distinct formats), the shipped model's
+    answers in PyTorch, the true ISO dates, and the last decoder layer's cross-attention of each answer
+    (rows: the characters written and EOS; columns: the characters read and EOS)."""
+    from transformer_lib.data import collate
+    from transformer_lib.dates import LOCALES, TARGET_VOCAB, make_date_pairs, pretrained
+    from transformer_lib.generation import cross_attention_weights
+
+    chosen = []
+    for locale in LOCALES:
+        pairs = [p for p in make_date_pairs(2_000, seed=1) if p.locale == locale]   # chapter 9's test set
+        formats = []
+        for p in pairs:
+            if p.format not in formats:
+                formats.append(p.format)
+                chosen.append(p)
+            if len(formats) == per_locale:
+                break
+    texts = [p.source for p in chosen]
+    translator = pretrained("cpu")
+    answers = translator(texts)
+    weights = []
+    for text, answer in zip(texts, answers):
+        batch = collate([(translator.src_vocab.encode(text), TARGET_VOCAB.encode(answer))])
+        weights.append(cross_attention_weights(translator.model, batch.src, batch.tgt_in)[-1][0].tolist())
+    return texts, answers, [p.target for p in chosen], weights
+
+
+def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list[str], list[str]]:
+    """Drive the live demo of chapter 9; returns (failures, lines to print)."""
+    def evaluate(expression: str, timeout: float = PAGE_TIMEOUT_S):
+        res = browser.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
+                                                "returnByValue": True}, timeout=timeout)
+        if "exceptionDetails" in res:
+            raise RuntimeError(f"script failed in the page: {res['exceptionDetails'].get('text')}")
+        return res["result"].get("value")
+
+    def type_text(text: str, wait_ms: int = 15000, kind: str = "answer", needle: str = "") -> dict:
+        evaluate("(() => { const i = document.getElementById('dates-demo-input'); i.focus(); i.select(); })()")
+        if text:
+            browser.call("Input.insertText", {"text": text})          # as typing or pasting it
+        else:                                                         # empty the box: Backspace
+            for kind_ in ("keyDown", "keyUp"):
+                browser.call("Input.dispatchKeyEvent", {"type": kind_, "key": "Backspace", "code": "Backspace",
+                                                        "windowsVirtualKeyCode": 8})
+        wanted = text if kind == "answer" else None                 # else: wait for the message with `needle`
+        return evaluate(DEMO_WAIT_JS % {"text": json.dumps(wanted), "needle": json.dumps(needle), "ms": wait_ms,
+                                        "kind": json.dumps(kind)}, timeout=wait_ms / 1000 + 10)
+
+    fails, lines = [], []
+    try:
+        texts, expected, truth, weights = demo_dates()
+    except Exception as exc:  # noqa: BLE001 - reported as a failure of the test
+        return [f"cannot compute the PyTorch answers with transformer_lib: {type(exc).__name__}: {exc}"], []
+    browser.events.clear()
+    browser.call("Page.navigate", {"url": f"{base_url}/{DEMO_PAGE}"})
+    browser.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S)
+    if not evaluate("!!document.getElementById('dates-demo-input') && !!document.getElementById('dates-demo-output')"):
+        return ["the page has no #dates-demo-input and #dates-demo-output"], []
+    first, later, drawn = None, [], 0
+    for i, (text, want, w) in enumerate(zip(texts, expected, weights)):
+        r = type_text(text, wait_ms=60000 if i == 0 else 15000)
+        if r["for"] != text:
+            fails.append(f"no answer for {text!r} within {r['waited'] / 1000:.0f} s: message {r['message']!r}")
+            break
+        if r["answer"] != want:
+            fails.append(f"{text!r}: the page answered {r['answer']!r}, PyTorch's pretrained() {want!r}")
+        h, grey = r["heatmap"], [[round(255 * (1 - v)) for v in row] for row in w]   # white 0, black 1
+        shape = (len(h["cells"]), len(h["cells"][0]) if h["cells"] else 0)
+        off = max((abs(a - b) for ra, rb in zip(h["cells"], grey) for a, b in zip(ra, rb)), default=0)
+        if h["hidden"] or h["layer"] != 2 or shape != (len(grey), len(grey[0])) or off > 2:   # layer 2 by default
+            fails.append(f"{text!r}: the heatmap is not layer 2's cross-attention as {len(grey)} x {len(grey[0])} "
+                         f"cells (PyTorch's weights as greys): layer {h['layer']}, {shape[0]} x {shape[1]} cells, "
+                         f"grey levels off by up to {off}")
+        else:
+            drawn += 1
+        if i == 0:
+            first = r
+        else:
+            later.append(r["waited"])
+    evaluate("document.getElementById('dates-demo').scrollIntoView()")
+    browser.screenshot(shots / "09_dates-demo.png")
+    bad = {"empty": ("", "info", "Type a date"), "outside the vocabulary": ("15. Februar 2019 ☃", "error", "U+2603"),
+           "500-character paste": (("15. Februar 2019, " * 30)[:500], "error", "500 characters")}
+    for name, (text, kind, needle) in bad.items():
+        r = type_text(text, wait_ms=5000, kind=kind, needle=needle)
+        if r["answer"] or r["kind"] != kind or needle not in r["message"] or r["waited"] > 4000:
+            fails.append(f"{name} input: want no answer and a message with {needle!r} within 4 s, got answer "
+                         f"{r['answer']!r}, message {r['message']!r} after {r['waited'] / 1000:.1f} s")
+    if evaluate("1 + 1", timeout=5) != 2:
+        fails.append("the page does not answer after the bad input")
+    fails += js_errors(browser.events)
+
+    # Without WebAssembly the demo must say so (the rest of the page works).
+    script = browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": "delete globalThis.WebAssembly;"})
+    try:
+        browser.events.clear()
+        browser.call("Page.navigate", {"url": f"{base_url}/{DEMO_PAGE}"})
+        browser.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S)
+        r = type_text(texts[0], wait_ms=10000, kind="error", needle="WebAssembly")
+        if r["answer"] or "WebAssembly" not in r["message"] or r["state"] != "unavailable":
+            fails.append(f"without WebAssembly: want a message naming it, got answer {r['answer']!r}, "
+                         f"message {r['message']!r}, state {r['state']!r}")
+        evaluate("document.getElementById('dates-demo').scrollIntoView()")
+        browser.screenshot(shots / "09_dates-demo-no-wasm.png")
+        fails += js_errors(browser.events)
+    finally:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", {"identifier": script["identifier"]})
+    if first is not None:
+        t = first["timings"]
+        lines.append(f"{len(texts)} held-out dates from {len(set(texts))} sources in all ten locales typed: "
+                     f"{sum(a == b for a, b in zip(expected, truth))}/{len(texts)} correct ISO dates in PyTorch, "
+                     f"heatmap drawn for {drawn}")
+        lines.append(f"time from page load to the first answer: {(t['firstAnswerMs'] - first['loadEnd']) / 1000:.2f} s "
+                     f"(runtime and model loaded in {t['runtimeLoadMs'] / 1000:.2f} s); later answers within "
+                     f"{min(later) / 1000:.2f}-{max(later) / 1000:.2f} s of typing (0.1 s of it the page's debounce)")
+    return fails, lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("html", nargs="?", default=str(ROOT / "_build" / "html"), help="built book (default _build/html)")
@@ -375,6 +540,23 @@ def main() -> int:
             else:
                 print(f"ok   {rel}: {r['nMath']} math typeset, {r['nImgs']} images, "
                       f"{r['codeCells']} code cells{', Colab link ok' if rel.startswith('notebooks/') else ''} ({dt:.1f} s)")
+        if DEMO_PAGE in pages:
+            t = time.monotonic()
+            try:
+                fails, lines = check_dates_demo(browser, base_url, shots)
+            except (TimeoutError, RuntimeError, websocket.WebSocketException) as exc:
+                fails, lines = [f"{type(exc).__name__}: {exc}"], []
+            dt = time.monotonic() - t
+            if fails:
+                failed += 1
+                print(f"FAIL demo on {DEMO_PAGE} ({dt:.1f} s)")
+                for f in fails:
+                    print(f"     - {f}")
+            else:
+                print(f"ok   demo on {DEMO_PAGE}: answers equal PyTorch's, bad input refused, no-WebAssembly "
+                      f"message shown ({dt:.1f} s)")
+            for line in lines:
+                print(f"     {line}")
     finally:
         browser.close()
         server.shutdown()

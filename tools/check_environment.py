@@ -19,7 +19,7 @@ REQUIRED = {
     "torch": "torch", "babel": "babel", "pytest": "pytest", "hypothesis": "hypothesis",
     "nbval": "nbval", "nbformat": "nbformat", "nbclient": "nbclient", "ipykernel": "ipykernel",
     "jupyter_client": "jupyter_client", "matplotlib": "matplotlib", "numpy": "numpy", "yaml": "PyYAML",
-    "tqdm": "tqdm", "psutil": "psutil",
+    "tqdm": "tqdm", "psutil": "psutil", "onnx": "onnx", "onnxruntime": "onnxruntime",
 }
 
 

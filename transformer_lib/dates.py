@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib.resources
 import random
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,14 +16,16 @@ import torch
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_date, get_date_format
 
+from .checkpoint import load_checkpoint
 from .data import Batch, Pair, collate
 from .generation import greedy
 from .model import Transformer
-from .utils import check_positive_int
+from .utils import check_positive_int, get_device
 
 # %% auto #0
-__all__ = ['LOCALES', 'FORMATS', 'NAMED_FORMATS', 'TARGET_VOCAB', 'DatePair', 'date_pattern', 'render_date', 'make_date_pairs',
-           'CharVocab', 'source_vocab', 'encode_pairs', 'bucket_batches', 'translate']
+__all__ = ['LOCALES', 'FORMATS', 'NAMED_FORMATS', 'TARGET_VOCAB', 'PRETRAINED_PATH', 'DatePair', 'date_pattern', 'render_date',
+           'make_date_pairs', 'CharVocab', 'source_vocab', 'encode_pairs', 'bucket_batches', 'translate',
+           'DateTranslator', 'pretrained']
 
 # %% ../notebooks/09_dates.ipynb #22d2a872
 LOCALES = ("en", "de", "fr", "es", "pt", "it", "nl", "ru", "zh", "ja")
@@ -196,3 +199,47 @@ def translate(model: Transformer, texts: Sequence[str], src_vocab: CharVocab, tg
         src = collate([(s, (tgt_vocab.eos_id,)) for s in part]).src.to(device)
         out += [tgt_vocab.decode(row) for row in decode(model, src, max_new_tokens).tolist()]
     return out
+
+# %% ../notebooks/09_dates.ipynb #a0587fc9
+PRETRAINED_PATH = "pretrained/dates.pt"                   # package data of transformer_lib
+
+
+class DateTranslator:
+    """A trained date model and its source vocabulary: `translator(texts)` writes ISO dates (greedy).
+
+    Args:
+        model: a `Transformer` trained on `make_date_pairs` data.
+        src_vocab: the `CharVocab` the model reads.
+        info: what was saved with the weights (for `pretrained()`: recipe, seed, command, test exact match).
+    """
+
+    def __init__(self, model: Transformer, src_vocab: CharVocab, info: dict | None = None):
+        self.model, self.src_vocab, self.info = model.eval(), src_vocab, dict(info or {})
+
+    def __call__(self, texts: str | Sequence[str]) -> str | list[str]:
+        """One date (a str) -> its ISO form; a sequence of dates -> a list of them (`translate`)."""
+        single = isinstance(texts, str)
+        texts = [texts] if single else texts
+        if not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
+            raise TypeError(f"texts must be a str or a sequence of str, got {type(texts).__name__}")
+        longest = self.model.config.max_len - 1                                  # one position for EOS
+        for i, text in enumerate(texts):
+            if len(text) > longest:
+                raise ValueError(f"texts[{i}] has {len(text)} characters; the model reads at most {longest}")
+        out = translate(self.model, texts, self.src_vocab)
+        return out[0] if single else out
+
+
+def pretrained(device: str | torch.device | None = None) -> DateTranslator:
+    """Chapter 9's model, shipped with the library (nothing is downloaded): `pretrained()("15. Februar 2019")`.
+
+    Written by `tools/train_pretrained.py` with chapter 9's recipe; `.info` holds the recipe, the seed, the
+    command and the greedy exact match on the 2,000 held-out test dates.
+
+    Args:
+        device: where the model runs (default `get_device()`).
+    """
+    resource = importlib.resources.files("transformer_lib") / PRETRAINED_PATH
+    with importlib.resources.as_file(resource) as path:
+        model, info = load_checkpoint(path, map_location="cpu", with_extra=True)
+    return DateTranslator(model.to(get_device(device)), CharVocab(info["src_chars"]), info)

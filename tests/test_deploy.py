@@ -14,8 +14,7 @@ pytest.importorskip("onnxruntime")
 
 from transformer_lib.dates import make_date_pairs, pretrained  # noqa: E402
 from transformer_lib.data import collate  # noqa: E402
-from transformer_lib.deploy import (DEMO_MAX_NEW_TOKENS, OnnxGreedy, additive_padding_mask,  # noqa: E402
-                                    export_demo, export_onnx)
+from transformer_lib.deploy import DEMO_MAX_NEW_TOKENS, OnnxGreedy, export_demo, export_onnx  # noqa: E402
 from transformer_lib.generation import cross_attention_weights, greedy  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
 
@@ -34,11 +33,6 @@ def sources(rows: int = 6, length: int = 7, vocab: int = 11) -> torch.Tensor:
         n = 2 + i % (length - 1)
         src[i, n - 1], src[i, n:] = 2, 0
     return src
-
-
-def test_additive_padding_mask():
-    mask = additive_padding_mask(torch.tensor([[5, 2, 0], [4, 0, 0]]), pad_id=0)
-    assert mask.dtype == torch.float32 and mask.tolist() == [[0, 0, -float("inf")], [0, -float("inf"), -float("inf")]]
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

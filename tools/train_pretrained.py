@@ -26,7 +26,8 @@ from transformer_lib.checkpoint import save_checkpoint
 from transformer_lib.dates import (TARGET_VOCAB, bucket_batches, encode_pairs, make_date_pairs,
                                    source_vocab, translate)
 from transformer_lib.model import Transformer, TransformerConfig
-from transformer_lib.training import TrainingConfig, train
+from transformer_lib.recipe import TrainingConfig
+from transformer_lib.training import train
 from transformer_lib.utils import get_device, seed_everything
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -497,6 +497,27 @@ def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list
     return fails, lines
 
 
+def _timed(check, empty):
+    """(check()'s (failures, result), seconds); a browser error becomes one failure."""
+    t = time.monotonic()
+    try:
+        outcome = check()
+    except (TimeoutError, RuntimeError, websocket.WebSocketException) as exc:
+        outcome = [f"{type(exc).__name__}: {exc}"], empty
+    return outcome, time.monotonic() - t
+
+
+def _report(label: str, fails: list[str], seconds: float, summary) -> int:
+    """Print one check's line (ok with `summary()`, or FAIL with its failures); 1 if it failed."""
+    if fails:
+        print(f"FAIL {label} ({seconds:.1f} s)")
+        for f in fails:
+            print(f"     - {f}")
+        return 1
+    print(f"ok   {label}: {summary()} ({seconds:.1f} s)")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("html", nargs="?", default=str(ROOT / "_build" / "html"), help="built book (default _build/html)")
@@ -526,35 +547,14 @@ def main() -> int:
     failed = 0
     try:
         for rel in pages:
-            t = time.monotonic()
-            try:
-                fails, r = check_page(browser, base_url, rel, config, shots)
-            except (TimeoutError, RuntimeError, websocket.WebSocketException) as exc:
-                fails, r = [f"{type(exc).__name__}: {exc}"], {}
-            dt = time.monotonic() - t
-            if fails:
-                failed += 1
-                print(f"FAIL {rel} ({dt:.1f} s)")
-                for f in fails:
-                    print(f"     - {f}")
-            else:
-                print(f"ok   {rel}: {r['nMath']} math typeset, {r['nImgs']} images, "
-                      f"{r['codeCells']} code cells{', Colab link ok' if rel.startswith('notebooks/') else ''} ({dt:.1f} s)")
+            (fails, r), dt = _timed(lambda: check_page(browser, base_url, rel, config, shots), {})
+            colab = ", Colab link ok" if rel.startswith("notebooks/") else ""
+            failed += _report(rel, fails, dt, lambda: f"{r['nMath']} math typeset, {r['nImgs']} images, "
+                              f"{r['codeCells']} code cells{colab}")
         if DEMO_PAGE in pages:
-            t = time.monotonic()
-            try:
-                fails, lines = check_dates_demo(browser, base_url, shots)
-            except (TimeoutError, RuntimeError, websocket.WebSocketException) as exc:
-                fails, lines = [f"{type(exc).__name__}: {exc}"], []
-            dt = time.monotonic() - t
-            if fails:
-                failed += 1
-                print(f"FAIL demo on {DEMO_PAGE} ({dt:.1f} s)")
-                for f in fails:
-                    print(f"     - {f}")
-            else:
-                print(f"ok   demo on {DEMO_PAGE}: answers equal PyTorch's, bad input refused, no-WebAssembly "
-                      f"message shown ({dt:.1f} s)")
+            (fails, lines), dt = _timed(lambda: check_dates_demo(browser, base_url, shots), [])
+            failed += _report(f"demo on {DEMO_PAGE}", fails, dt,
+                              lambda: "answers equal PyTorch's, bad input refused, no-WebAssembly message shown")
             for line in lines:
                 print(f"     {line}")
     finally:

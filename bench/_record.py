@@ -5,6 +5,7 @@ figure, so that the book can show measured numbers without measuring them again.
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import platform
@@ -34,3 +35,12 @@ def write_result(name: str, device: torch.device, settings: dict, rows: list[dic
               "date": datetime.date.today().isoformat(), "settings": settings, "rows": rows}
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
+
+
+def config_parser(doc: str, configs: dict, quick: str, defaults: str) -> argparse.ArgumentParser:
+    """The options every benchmark takes: --quick (what it does: `quick`), and --configs, a subset
+    of `configs` (`defaults` says which run without it)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--configs", nargs="+", choices=sorted(configs), help=f"default: {defaults}")
+    return parser

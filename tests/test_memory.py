@@ -13,6 +13,7 @@ def batch(config, B, S, T, seed):
     src = torch.randint(3, config.src_vocab_size, (B, S), generator=g)
     tgt = torch.randint(0, config.tgt_vocab_size, (B, T), generator=g)
     tgt[:, 0] = config.bos_id
+    src[0, -1] = tgt[1, -1] = config.pad_id       # PAD in both: the masks activation_bytes counts
     return src, tgt
 
 

@@ -5,6 +5,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transformer_lib.attention import Padding
+from transformer_lib.cost import set_fused
 from transformer_lib.model import Transformer, TransformerConfig, greedy_decode_simple
 
 
@@ -121,6 +123,44 @@ def test_forward_compiles_as_one_graph_without_the_id_check():
     explained = torch._dynamo.explain(model)(src, tgt, validate=False)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
     assert torch._dynamo.explain(model)(src, tgt).graph_break_count > 0   # a break is seen when there is one
+
+
+@pytest.mark.parametrize("padded", [Padding(True, True), Padding(False, True), Padding(True, False),
+                                    Padding(False, False)])
+def test_forward_finds_the_padding_and_compiles_for_each_kind(padded):
+    """The batch check finds where PAD is; each kind of batch compiles to one graph, no break."""
+    torch._dynamo.reset()
+    model, (src, tgt) = small(dropout=0.1), batch()
+    src = src if padded.src else src.clamp(min=3)
+    tgt = tgt if padded.tgt else tgt.clamp(min=1)
+    padding = model.check_inputs(src, tgt)
+    assert padding == padded
+    model.train()
+    explained = torch._dynamo.explain(model)(src, tgt, validate=False, padding=padding)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+def test_dropping_unneeded_masks_changes_nothing():
+    """Without PAD, no padding mask and a causal flag: the written-out attention gives exactly the
+    logits of the masked path (adding 0 changes no float); the fused one the same up to rounding."""
+    torch.manual_seed(0)
+    model, (src, tgt) = small(), batch()
+    src, tgt = src.clamp(min=3), tgt.clamp(min=1)                   # no PAD anywhere
+    assert model.check_inputs(src, tgt) == Padding(False, False)
+    for fused in (False, True):
+        set_fused(model, fused)
+        found = model(src, tgt)                                      # validate: finds no padding
+        masked = model(src, tgt, validate=False)                     # no padding given: all masks
+        assert torch.equal(found, masked) if not fused else torch.allclose(found, masked, atol=1e-5)
+
+
+def test_a_wrong_promise_of_no_padding_is_refused():
+    model, (src, tgt) = small(), batch()
+    with pytest.raises(ValueError, match="padded is False, but src holds PAD"):
+        model.encode(src, padded=False)
+    memory, pad = model.encode(src)
+    with pytest.raises(ValueError, match="padding.tgt is False, but tgt_in holds PAD"):
+        model.decode(tgt, memory, pad, padding=Padding(True, False))
 
 
 def test_memory_and_target_batch_sizes_differ():

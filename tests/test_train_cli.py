@@ -34,7 +34,7 @@ def test_help():
     done = run(MODULE + ["--help"])
     assert done.returncode == 0, done.stderr
     for option in ("--task", "--steps", "--global-batch-size", "--lr", "--warmup", "--seed", "--size",
-                   "--d-model", "--layers", "--out", "--log-every", "--device", "--precision", "--resume",
+                   "--d-model", "--layers", "--out", "--log-every", "--device", "--precision", "--compile", "--resume",
                    "--checkpoint-every", "torchrun"):
         assert option in done.stdout
 

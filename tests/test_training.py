@@ -7,7 +7,8 @@ import torch
 
 from transformer_lib.data import PAD_ID, batches, collate, make_reversal_data
 from transformer_lib.model import Transformer, TransformerConfig
-from transformer_lib.recipe import TrainingConfig, inverse_sqrt_factor, linear_decay_factor, sequence_loss
+from transformer_lib.recipe import (TrainingConfig, autocast, inverse_sqrt_factor, linear_decay_factor,
+                                    sequence_loss)
 from transformer_lib.training import (StepResult, evaluate, exact_match, make_optimizer, make_scheduler, run_steps,
                                       train, train_step)
 
@@ -155,3 +156,59 @@ def test_evaluate_loss_and_exact_match():
     only_padding = (batch.src, batch.tgt_in, torch.zeros_like(batch.labels))
     with pytest.raises(ValueError, match="non-PAD"):
         evaluate(model, [only_padding])
+
+
+def _losses(pairs, **recipe):
+    model = _model()
+    config = TrainingConfig(steps=6, lr=3e-3, warmup=2, **recipe)
+    optimizer = make_optimizer(model, config)
+    losses = []
+    run_steps(model, optimizer, make_scheduler(optimizer, config), lambda e: batches(pairs, 32), config,
+              lambda r: losses.append(r.loss))
+    return losses
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_forward_pass_and_loss_of_a_step_compile_as_one_graph(precision):
+    """What `train_step` runs between its batch check and `backward`, in both precisions: one
+    graph, no break (AOTAutograd derives the backward graph from it)."""
+    torch._dynamo.reset()
+    model = _model().train()
+    src, tgt_in, labels = next(iter(batches(make_reversal_data(64, seed=1), 16)))
+    padding = model.check_inputs(src, tgt_in)
+
+    def forward_and_loss(src, tgt_in, labels):
+        with autocast(precision, src.device.type):
+            logits = model(src, tgt_in, validate=False, padding=padding)
+        return sequence_loss(logits, labels, PAD_ID, 0.1)
+
+    explained = torch._dynamo.explain(forward_and_loss)(src, tgt_in, labels)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+@pytest.mark.skipif(not hasattr(torch.nn.Module, "compile"), reason="nn.Module.compile: torch >= 2.2")
+def test_compiled_training_takes_the_eager_steps(monkeypatch):
+    """`compile=True`: the same losses as eager, with no graph break. The aot_eager backend traces
+    forward and backward as inductor does, without the minute of C++ compilation on a CPU."""
+    from torch._dynamo.utils import counters
+    monkeypatch.setattr(Transformer, "compile",
+                        lambda self: torch.nn.Module.compile(self, backend="aot_eager"))
+    pairs = make_reversal_data(256, seed=0)
+    eager = _losses(pairs)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = _losses(pairs, compile=True)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert compiled == pytest.approx(eager, rel=1e-4)
+
+
+def test_bf16_training_follows_fp32_and_fp64_needs_float64_weights():
+    """bf16 autocast: float32 weights, the same losses up to bfloat16's rounding (8 bits of mantissa:
+    a relative 2**-8 per product, far below 0.05 on a loss near 3)."""
+    pairs = make_reversal_data(256, seed=0)
+    fp32, bf16 = _losses(pairs), _losses(pairs, precision="bf16")
+    assert fp32 != bf16 and max(abs(a - b) for a, b in zip(fp32, bf16)) < 0.05
+    with pytest.raises(TypeError, match="precision 'fp64' trains torch.float64 weights"):
+        _losses(pairs, precision="fp64")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        TrainingConfig(precision="fp16")

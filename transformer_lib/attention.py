@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +17,7 @@ from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
 __all__ = ['to_additive_mask', 'to_sdpa_mask', 'fully_masked_rows', 'check_mask_dtype', 'attention', 'causal_mask',
-           'padding_mask', 'TransformerMasks', 'build_masks']
+           'padding_mask', 'TransformerMasks', 'build_masks', 'Padding', 'find_padding']
 
 # %% ../notebooks/02_attention.ipynb #5e06a748
 def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -47,7 +48,8 @@ def check_mask_dtype(mask: Tensor, name: str) -> None:
                         f"additive mask, got dtype {mask.dtype}")
 
 
-def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
+def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
+                          is_causal: bool = False) -> None:
     """The argument checks of `attention`, kept out of its formula."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
@@ -64,10 +66,13 @@ def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tenso
         if mask.dim() < 2 or mask.shape[-1] != Lk or mask.shape[-2] not in (1, Lq):
             raise ValueError(f"mask must broadcast to [..., Lq, Lk] = [..., {Lq}, {Lk}], "
                              f"got {list(mask.shape)}")
+    if is_causal and Lq != Lk:
+        raise ValueError(f"is_causal needs as many queries as keys, got Lq = {Lq} and Lk = {Lk}")
 
 
 def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-              dropout_p: float = 0.0, fused: bool = False) -> tuple[Tensor, Tensor | None]:
+              dropout_p: float = 0.0, fused: bool = False,
+              is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
     """Scaled dot-product attention: softmax(Q K^T / sqrt(d_k) + M) V.
 
     Args:
@@ -75,21 +80,30 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
             masked gets zero weights and a zero output (not NaN), on both paths.
         dropout_p: dropout on the weights (0.0 in eval mode).
         fused: `F.scaled_dot_product_attention` (no weights) instead of the written-out path.
+        is_causal: also mask the future (key j > query i; needs Lq = Lk). Without `mask`, the
+            fused path passes it to SDPA as a flag, never as a tensor: flash kernels stay usable.
 
     Shapes:
         query (..., Lq, d_k), key (..., Lk, d_k), value (..., Lk, d_v), mask broadcastable to
         (..., Lq, Lk) -> output (..., Lq, d_v), weights (..., Lq, Lk) or None when `fused`.
     """
-    _check_attention_args(query, key, value, mask)
+    _check_attention_args(query, key, value, mask, is_causal)
     dropout_p = check_probability(dropout_p, "dropout_p")
+    if is_causal and (mask is not None or not fused):                          # materialize it
+        future = causal_mask(query.shape[-2], device=query.device)             # (Lq, Lk)
+        mask = future if mask is None else (future | mask if mask.dtype == torch.bool
+                                            else to_additive_mask(future, mask.dtype) + mask)
+        is_causal = False
     dead = None if mask is None else fully_masked_rows(mask)                   # (..., Lq, 1)
     if dead is not None:                                                       # un-mask dead rows: no 0/0
         mask = mask & ~dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)
     if fused:
         sdpa_mask = None if mask is None else to_sdpa_mask(mask if mask.dtype == torch.bool
                                                            else mask.to(query.dtype))
-        output, weights = F.scaled_dot_product_attention(query, key, value, attn_mask=sdpa_mask,
-                                                         dropout_p=dropout_p), None  # (..., Lq, d_v)
+        output = F.scaled_dot_product_attention(query, key, value, attn_mask=sdpa_mask,
+                                                dropout_p=dropout_p,
+                                                is_causal=is_causal)           # (..., Lq, d_v)
+        weights = None
     else:
         scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Lq, Lk)
         if mask is not None:
@@ -161,3 +175,17 @@ def build_masks(src: Tensor, tgt_in: Tensor, pad_id: int) -> TransformerMasks:
                             tgt_mask=causal_mask(tgt_in.shape[1], device=tgt_in.device),
                             tgt_key_padding_mask=tgt_pad,
                             memory_key_padding_mask=src_pad)
+
+
+class Padding(NamedTuple):
+    """Whether a batch holds PAD, in its source and in its target input. Where it holds none,
+    the model drops that padding mask, and passes the causal mask as a flag (a flash kernel)."""
+
+    src: bool = True
+    tgt: bool = True
+
+
+def find_padding(src: Tensor, tgt_in: Tensor, pad_id: int) -> Padding:
+    """Where `src` (B, S) and `tgt_in` (B, T) hold `pad_id`. It reads them on the host: call it
+    where batches are made (on CPU tensors), not on the GPU in every step."""
+    return Padding(bool(padding_mask(src, pad_id).any()), bool(padding_mask(tgt_in, pad_id).any()))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from .distributed import (CHECKPOINT_NAME, cleanup_distributed, setup_distributed,
                                          torchrun_env)
-from .job import (PRECISIONS, SIZES, TASKS, ResumeError, Task, model_config,
+from .job import (SIZES, TASKS, ResumeError, Task, model_config,
                                  train_distributed)
-from .recipe import SCHEDULES
+from .recipe import PRECISIONS, SCHEDULES
 from .utils import get_device
 
 # %% auto #0
@@ -75,8 +75,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-smoothing", type=nonnegative, default=0.0)
     p.add_argument("--clip", type=nonnegative, default=1.0, help="max gradient norm; 0: none")
     p.add_argument("--dropout", type=nonnegative, default=0.0)
-    p.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32",
-                   help="dtype of weights and arithmetic; fp64 for exact comparisons of runs")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32; bf16: autocast, float32 weights; fp64: for exact comparisons")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (one graph: the batches are checked on the host)")
     p.add_argument("--seed", type=natural, default=0, help="initial weights and batch order")
     p.add_argument("--data-seed", type=natural, default=0, help="the generated data set")
     p.add_argument("--train-size", type=positive, default=20_000, help="training pairs")

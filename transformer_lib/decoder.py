@@ -41,8 +41,12 @@ class DecoderLayer(nn.Module):
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
                 memory_key_padding_mask: torch.Tensor | None = None,
-                cache: tuple[KVCache, KVCache] | None = None) -> torch.Tensor:
+                cache: tuple[KVCache, KVCache] | None = None,
+                tgt_is_causal: bool = False) -> torch.Tensor:
         """The layer on `tgt`, reading `memory`; `cache`: its (self-attention, cross-attention) caches.
+
+        `tgt_is_causal=True` applies the causal mask as a flag (then `tgt_mask` must be None): the
+        fused attention can then use a flash kernel, which no materialized mask allows on CUDA.
 
         Shapes:
             tgt (B, T, d), memory (B, S, d), tgt_mask (T, Lk), tgt_key_padding_mask (B, Lk),
@@ -56,7 +60,7 @@ class DecoderLayer(nn.Module):
 
         def self_attention(h):    # queries, keys, values: the target prefix
             return self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
-                                  cache=self_cache)[0]
+                                  cache=self_cache, is_causal=tgt_is_causal)[0]
 
         def cross_attention(h):   # queries from the target, keys and values from the memory
             return self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
@@ -119,7 +123,8 @@ class DecoderCache:
 class Decoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional final `norm`.
 
-    forward(tgt (B, T, d), memory (B, S, d), masks as `DecoderLayer`, cache=None) -> (B, T, d);
+    forward(tgt (B, T, d), memory (B, S, d), masks and tgt_is_causal as `DecoderLayer`, cache=None)
+    -> (B, T, d);
     `cache` (a `DecoderCache`) hands each layer its own caches.
     """
 
@@ -131,10 +136,10 @@ class Decoder(nn.Module):
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
                 memory_key_padding_mask: torch.Tensor | None = None,
-                cache: DecoderCache | None = None) -> torch.Tensor:
+                cache: DecoderCache | None = None, tgt_is_causal: bool = False) -> torch.Tensor:
         x = tgt
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else (cache.self_attn[i], cache.cross_attn[i])
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
-                      cache=layer_cache)
+                      cache=layer_cache, tgt_is_causal=tgt_is_causal)
         return x if self.norm is None else self.norm(x)

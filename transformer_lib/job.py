@@ -26,13 +26,13 @@ from .distributed import (CHECKPOINT_NAME, DistContext, StopRequest,
                                          write_checkpoint)
 from .generation import greedy
 from .model import Transformer, TransformerConfig
-from .recipe import TrainingConfig
+from .recipe import TrainingConfig, parameter_dtype
 from .training import (StepResult, evaluate, make_optimizer,
                                       make_scheduler, run_steps)
 from .utils import seed_everything
 
 # %% auto #0
-__all__ = ['SIZES', 'TASKS', 'PRECISIONS', 'FREE_OPTIONS', 'Task', 'make_task', 'model_config', 'ResumeError', 'run_settings',
+__all__ = ['SIZES', 'TASKS', 'FREE_OPTIONS', 'Task', 'make_task', 'model_config', 'ResumeError', 'run_settings',
            'settings_mismatch', 'resume', 'train_distributed']
 
 # %% ../notebooks/10a_job.ipynb #45a01190
@@ -42,7 +42,6 @@ SIZES = {
     "base": dict(d_model=512, nhead=8, num_layers=6, dim_feedforward=2048),
 }
 TASKS = ("reversal", "dates")
-PRECISIONS = {"fp32": torch.float32, "fp64": torch.float64}
 
 
 @dataclass
@@ -90,7 +89,7 @@ def model_config(task: Task, size: str = "tiny", d_model: int | None = None,
 
 # %% ../notebooks/10a_job.ipynb #82605e4c
 # options that do not change what a run computes: a resumed run may change them
-FREE_OPTIONS = ("steps", "log_every", "out", "resume", "checkpoint_every", "device")
+FREE_OPTIONS = ("steps", "log_every", "out", "resume", "checkpoint_every", "device", "compile")
 
 
 class ResumeError(ValueError):
@@ -155,9 +154,10 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext,
     recipe = TrainingConfig(steps=args.steps, lr=args.lr, warmup=args.warmup,
                             schedule=args.schedule, weight_decay=args.weight_decay,
                             label_smoothing=args.label_smoothing,
-                            clip=args.clip if args.clip > 0 else None, seed=args.seed)
+                            clip=args.clip if args.clip > 0 else None, seed=args.seed,
+                            precision=args.precision, compile=args.compile)
     _ = seed_everything(args.seed)                      # the same initial weights on every rank
-    model = Transformer(config).to(ctx.device, PRECISIONS[args.precision])
+    model = Transformer(config).to(ctx.device, parameter_dtype(args.precision))
     torch.manual_seed(args.seed + ctx.rank)             # dropout: different masks on each rank
     wrapped = model
     if dist.is_initialized():

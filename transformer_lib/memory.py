@@ -55,8 +55,9 @@ def activation_bytes(config: TransformerConfig, batch: int, src_len: int, tgt_le
                      bytes_per_element: int = 4) -> dict[str, int]:
     """Bytes that a training forward pass of `Transformer(config)` saves for backward, per part.
 
-    For this library's written-out attention with its masks (padding and causal) and dropout off;
-    dropout adds its masks. The `*attention_matrices` entries are the quadratic terms: two
+    For this library's written-out attention with dropout off (dropout adds its masks), on a
+    batch with PAD in both src and tgt_in: attention then applies its masks (padding and
+    causal). A batch without PAD saves less: `Transformer` drops the masks it does not need. The `*attention_matrices` entries are the quadratic terms: two
     (B, H, Lq, Lk) matrices per attention (softmax output, masked weights).
 
     Args:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .attention import causal_mask, padding_mask
+from .attention import Padding, causal_mask, find_padding, padding_mask
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .embedding import TransformerEmbedding, check_token_ids
 from .encoder import Encoder, EncoderLayer
@@ -63,10 +63,8 @@ class TransformerConfig:
 
 # %% ../notebooks/05b_model.ipynb #937edafc
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer: forward(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size).
-
-    `src` and `tgt_in` are right-padded id tensors; `tgt_in` starts with BOS (the target shifted right).
-    """
+    """Encoder-decoder Transformer: forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V), of
+    right-padded ids; `tgt_in` starts with BOS (the target shifted right)."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -93,27 +91,32 @@ class Transformer(nn.Module):
                              f"projection is {list(self.output.weight.shape)}; both must be [V, d]")
         self.output.weight = table
 
-    def encode(self, src: torch.Tensor, validate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    def check_inputs(self, src: torch.Tensor, tgt_in: torch.Tensor) -> Padding:
+        """The model's one check of a batch (lengths, ids in range, no source all PAD, BOS first),
+        and where it holds PAD. It reads the ids on the host: call it where batches are made,
+        then `forward(..., validate=False, padding=...)`."""
+        self._check_src(src, padding_mask(src, self.config.pad_id))
+        self._check_tgt(tgt_in, 0)
+        return find_padding(src, tgt_in, self.config.pad_id)
+
+    def encode(self, src: torch.Tensor, validate: bool = True,
+               padded: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """src ids (B, S) -> (memory (B, S, d), src_key_padding_mask (B, S)).
 
-        The model's one check of the ids: in range, and no row all padding. `validate=False`
-        skips it (it reads the ids back to the host) for ids checked already.
+        `validate=False` skips the check of the ids (it reads them back to the host) for ids
+        checked already. `padded=False` says that `src` holds no PAD: attention then runs unmasked.
         """
         self._check_length(src, "src")
         src_pad = padding_mask(src, self.config.pad_id)                     # (B, S) True = pad
-        if validate:
-            check_token_ids(src, self.config.src_vocab_size, "src")
-            empty = src_pad.all(dim=1)
-            if empty.any():
-                raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
-                                 "every source needs at least one token")
+        if validate:                                                        # host sync
+            self._check_src(src, src_pad, padded)
         memory = self.encoder(self.src_embed(src, validate=False),
-                              src_key_padding_mask=src_pad)                 # (B, S, d)
+                              src_key_padding_mask=src_pad if padded else None)  # (B, S, d)
         return memory, src_pad
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor,
                cache: DecoderCache | None = None, start: int | None = None,
-               validate: bool = True) -> torch.Tensor:
+               validate: bool = True, padding: Padding = Padding()) -> torch.Tensor:
         """Logits of every position of `tgt_in`, reading `memory`.
 
         Args:
@@ -123,6 +126,8 @@ class Transformer(nn.Module):
             start: the position of tgt_in[:, 0]; by default the cache's length (0 without one).
             validate: check the ids (in range, BOS first); False skips that host sync, e.g. for
                 tokens a decoding loop chose itself.
+            padding: `Padding(src, tgt)`: False where the memory or `tgt_in` holds no PAD, whose
+                mask is then dropped (without a cache, the causal mask becomes a flag).
 
         Shapes:
             tgt_in (B, T), memory (B, S, d), src_key_padding_mask (B, S) -> logits (B, T, V).
@@ -130,32 +135,53 @@ class Transformer(nn.Module):
         start = (0 if cache is None else cache.length) if start is None else start
         if cache is not None and start != cache.length:
             raise ValueError(f"start must be the cache's length {cache.length}, got {start}")
-        self._check_length(tgt_in, "tgt_in", start)
-        if tgt_in.shape[1] == 0:
-            raise ValueError("tgt_in must hold at least one position, got shape "
-                             f"{list(tgt_in.shape)}")
         if validate:
-            check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
-            if start == 0 and tgt_in[:, 0].eq(self.config.pad_id).any():
-                raise ValueError("tgt_in must start with a valid token (BOS) in every row, got "
-                                 "padding in column 0")
+            self._check_tgt(tgt_in, start)
         if memory.shape[0] != tgt_in.shape[0]:
             raise ValueError(f"memory and tgt_in must have the same batch size, got memory {list(memory.shape)} "
                              f"and tgt_in {list(tgt_in.shape)}")
-        T = tgt_in.shape[1]
-        tgt_pad = padding_mask(tgt_in, self.config.pad_id)                                # (B, T)
+        T, tgt_pad = tgt_in.shape[1], padding_mask(tgt_in, self.config.pad_id)            # (B, T)
+        flag = cache is None and not padding.tgt                       # causal flag, no tensor
+        if validate and flag and tgt_pad.any():
+            raise ValueError("padding.tgt is False, but tgt_in holds PAD")
         if cache is not None:
             tgt_pad = cache.tgt_pad = torch.cat([cache.tgt_pad, tgt_pad], dim=1)          # (B, start + T)
-        future = None if T == 1 else causal_mask(start + T, device=tgt_in.device)[start:]  # (T, start + T)
+        future = None if T == 1 or flag else causal_mask(start + T, tgt_in.device)[start:]  # (T, start + T)
         hidden = self.decoder(self.tgt_embed(tgt_in, start=start, validate=False), memory, tgt_mask=future,
-                              tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_key_padding_mask,
-                              cache=cache)                                                # (B, T, d)
+                              tgt_key_padding_mask=None if flag else tgt_pad, cache=cache,
+                              memory_key_padding_mask=src_key_padding_mask if padding.src else None,
+                              tgt_is_causal=flag and T > 1)                               # (B, T, d)
         return self.output(hidden)                                                        # (B, T, V)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, validate: bool = True) -> torch.Tensor:
-        """Logits (B, T, V) of `tgt_in` (B, T) given `src` (B, S); `validate` as in `encode`."""
-        memory, src_pad = self.encode(src, validate)
-        return self.decode(tgt_in, memory, src_pad, validate=validate)
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, validate: bool = True,
+                padding: Padding | None = None) -> torch.Tensor:
+        """Logits (B, T, V) of `tgt_in` (B, T) given `src` (B, S).
+
+        `validate` runs `check_inputs`, which also finds the batch's `padding`; with
+        `validate=False`, pass what `check_inputs` returned, else both padding masks are kept.
+        """
+        padding = self.check_inputs(src, tgt_in) if validate else padding or Padding()
+        memory, src_pad = self.encode(src, validate=False, padded=padding.src)
+        return self.decode(tgt_in, memory, src_pad, validate=False, padding=padding)
+
+    def _check_src(self, src: torch.Tensor, src_pad: torch.Tensor, padded: bool = True) -> None:
+        self._check_length(src, "src")
+        check_token_ids(src, self.config.src_vocab_size, "src")
+        empty = src_pad.all(dim=1)
+        if empty.any():
+            raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
+                             "every source needs at least one token")
+        if not padded and src_pad.any():
+            raise ValueError("padded is False, but src holds PAD")
+
+    def _check_tgt(self, tgt_in: torch.Tensor, start: int) -> None:
+        self._check_length(tgt_in, "tgt_in", start)
+        if tgt_in.shape[1] == 0:
+            raise ValueError(f"tgt_in must hold a position, got shape {list(tgt_in.shape)}")
+        check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
+        if start == 0 and tgt_in[:, 0].eq(self.config.pad_id).any():
+            raise ValueError("tgt_in must start with a valid token (BOS) in every row, got "
+                             "padding in column 0")
 
     def _check_length(self, ids: torch.Tensor, name: str, start: int = 0) -> None:
         if start + ids.shape[1] > self.config.max_len:
@@ -167,24 +193,15 @@ class Transformer(nn.Module):
 
     @classmethod
     def from_torch_layers(cls, reference: nn.Module) -> Transformer:
-        """Our `Transformer` with the weights of a `TorchLayersTransformer` (equal logits in eval).
+        """A new `Transformer` (post-norm, untied, PAD 0, BOS 1, EOS 2), on the device of
+        `reference`, a `TorchLayersTransformer` (left unchanged): equal logits in eval mode.
 
-        Duck-typed: this module does not import `transformer_lib.torch_layers`. `reference` must
-        have `source_embedding` and `target_embedding`, each with `embedding` (an `nn.Embedding`
-        whose PAD is id 0, scaled by sqrt(d) in its forward), `table` (fixed sinusoidal positions
-        `(max_length, d)`: only its length is read, ours computes the same table) and `dropout`
-        (an `nn.Dropout`); `encoder` and `decoder`, sequences of batch-first post-norm layers
-        (`nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`) applied one after another
-        with no final norm; and `output`, an untied `nn.Linear(d, V)` with bias.
-        Source and target share one vocabulary of V ids.
-
-        Args:
-            reference: the model to copy; it is left unchanged.
-
-        Returns:
-            A new `Transformer` (post-norm, untied, PAD = 0, BOS = 1, EOS = 2) on the
-            reference's device, whose layers are `EncoderLayer.from_torch` /
-            `DecoderLayer.from_torch` copies of the reference's.
+        Duck-typed (no import of `torch_layers`): `reference` has `source_embedding` and
+        `target_embedding` (each: `embedding`, an `nn.Embedding` with PAD 0 scaled by sqrt(d);
+        `table`, sinusoidal positions (max_length, d), of which only the length is read; `dropout`),
+        `encoder` and `decoder` (sequences of batch-first post-norm `nn.Transformer*Layer`s, no
+        final norm, copied by `EncoderLayer.from_torch` / `DecoderLayer.from_torch`) and `output`
+        (an untied `nn.Linear(d, V)`); source and target share the vocabulary of V ids.
         """
         dim, vocab = reference.output.in_features, reference.output.out_features
         config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=dim,
@@ -207,26 +224,16 @@ class Transformer(nn.Module):
 @torch.no_grad()
 def greedy_decode_simple(model: Transformer, src: torch.Tensor,
                          max_new_tokens: int) -> torch.Tensor:
-    """Batched greedy decoding, the simple teaching version: no cache, all of the prefix each step.
+    """Batched greedy decoding, the simple teaching version: no cache, the whole prefix each step.
 
-    Use `transformer_lib.generation.greedy` instead: the same tokens with a key/value cache (chapter
-    7 checks that they are equal). This plain loop is the reference it is checked against.
-
-    Stops when every row has produced EOS or after `max_new_tokens` tokens (at most max_len - 1);
-    finished rows are padded. PAD and BOS are never predicted. The model runs in eval mode, and
-    gets its mode back afterwards.
-
-    Args:
-        model: the `Transformer` to decode with.
-        src: source ids, right-padded.
-        max_new_tokens: the most tokens to generate after BOS, >= 1.
-
-    Shapes:
-        src: (B, S) -> ids (B, 1 + n), BOS first, n <= max_new_tokens.
+    `generation.greedy` gives the same tokens with a key/value cache (chapter 7 checks it against
+    this loop). Stops when every row has produced EOS or after `max_new_tokens` (>= 1, at most
+    max_len - 1); finished rows are padded; PAD and BOS are never predicted. Runs in eval mode,
+    then gives the model back its mode. Shapes: src (B, S), right-padded -> ids (B, 1 + n), BOS
+    first, n <= max_new_tokens.
     """
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    c = model.config
-    was_training = model.training
+    c, was_training = model.config, model.training
     model.eval()
     memory, src_pad = model.encode(src)                                       # once
     out = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)

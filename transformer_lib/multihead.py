@@ -98,8 +98,8 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
                 attn_mask: Tensor | None = None, need_weights: bool = False,
-                average_attn_weights: bool = True,
-                cache: KVCache | None = None) -> tuple[Tensor, Tensor | None]:
+                average_attn_weights: bool = True, cache: KVCache | None = None,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         """Attend from `query` to `key` / `value`: Concat(O_1, ..., O_H) W^O.
 
         Args:
@@ -108,6 +108,8 @@ class MultiHeadAttention(nn.Module):
             average_attn_weights: average the weights over heads.
             cache: a `KVCache`, updated in place, or None: self-attention appends the new keys and
                 values; a static (cross-attention) cache projects `key`/`value` at its first call only.
+            is_causal: the causal mask as a flag, not a tensor (Lq = Lk, `attn_mask` None), so
+                that SDPA may pick a flash kernel.
 
         Shapes:
             query (B, Lq, d), key and value (B, Ln, d), key_padding_mask (B, Lk), attn_mask (Lq, Lk)
@@ -115,6 +117,8 @@ class MultiHeadAttention(nn.Module):
             Lk = Ln, or t + Ln after t cached positions.
         """
         B, Lq, d = self._check_inputs(query, key, value)
+        if is_causal and attn_mask is not None:
+            raise ValueError("give the causal mask either as attn_mask or as is_causal=True, not both")
         q = self.split_heads(self.q_proj(query))                                    # (B, H, Lq, d_k)
         if cache is not None and cache.static and cache.key is not None:
             k, v = cache.key, cache.value                                           # projected once
@@ -125,7 +129,8 @@ class MultiHeadAttention(nn.Module):
         mask = _merge_masks(key_padding_mask, attn_mask, B, self.nhead, Lq, k.shape[2],
                             query.dtype)                                            # (B|1, H|1, Lq|1, Lk)
         heads, weights = attention(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0,
-                                   fused=self.fused and not need_weights)           # (B, H, Lq, d_k)
+                                   fused=self.fused and not need_weights,
+                                   is_causal=is_causal)                             # (B, H, Lq, d_k)
         output = self.out_proj(heads.transpose(1, 2).reshape(B, Lq, d))             # (B, Lq, d)
         if not need_weights:
             return output, None

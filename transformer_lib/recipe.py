@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
-__all__ = ['SCHEDULES', 'sequence_loss', 'inverse_sqrt_factor', 'linear_decay_factor', 'noam_lr', 'TrainingConfig']
+__all__ = ['SCHEDULES', 'PRECISIONS', 'sequence_loss', 'inverse_sqrt_factor', 'linear_decay_factor', 'noam_lr', 'parameter_dtype',
+           'autocast', 'TrainingConfig']
 
 # %% ../notebooks/06a_recipe.ipynb #7ae1d4ef
 def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
@@ -37,11 +38,11 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
     check_shape(logits, (None, None, None), "logits")
     check_shape(labels, tuple(logits.shape[:2]), "labels")
     label_smoothing = check_probability(label_smoothing, "label_smoothing")
-    if not labels.ne(pad_id).any():
-        return logits.sum() * 0.0          # nothing to learn; keeps the graph, avoids 0/0
     wide = torch.promote_types(logits.dtype, torch.float32)   # at least float32; float64 stays
-    return F.cross_entropy(logits.flatten(0, 1).to(wide), labels.flatten(), ignore_index=pad_id,
+    loss = F.cross_entropy(logits.flatten(0, 1).to(wide), labels.flatten(), ignore_index=pad_id,
                            label_smoothing=label_smoothing)
+    # no real label: 0/0 = NaN; select 0 instead (a tensor op, not an `if`: compiles without a break)
+    return torch.where(labels.ne(pad_id).any(), loss, logits.sum().to(wide) * 0.0)
 
 # %% ../notebooks/06a_recipe.ipynb #0f5925ed
 def inverse_sqrt_factor(step: int, warmup: int) -> float:
@@ -67,6 +68,22 @@ def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
 
 # %% ../notebooks/06a_recipe.ipynb #44ef3900
 SCHEDULES = ("inverse_sqrt", "linear", "constant")    # learning-rate shapes, times the peak lr
+PRECISIONS = ("fp32", "bf16", "fp64")                 # the arithmetic of a training step
+
+
+def parameter_dtype(precision: str) -> torch.dtype:
+    """The dtype of the weights for `precision`: float64 for "fp64", else float32 (bf16 autocast
+    keeps float32 weights and optimiser state, and computes in bfloat16)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return torch.float64 if precision == "fp64" else torch.float32
+
+
+def autocast(precision: str, device_type: str) -> torch.autocast:
+    """The context of a forward pass in `precision`: "bf16" autocasts matrix products to bfloat16
+    (`sequence_loss` still sums in float32); "fp32" and "fp64" compute in the weights' dtype."""
+    parameter_dtype(precision)                                               # checks the name
+    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 @dataclass
@@ -86,6 +103,8 @@ class TrainingConfig:
     pad_id: int = 0
     seed: int = 0
     progress: bool = False                  # a tqdm bar (if tqdm is installed)
+    precision: str = "fp32"                 # or "bf16", "fp64": see PRECISIONS, `autocast`
+    compile: bool = False                   # torch.compile the model (in place) before training
 
     def __post_init__(self) -> None:
         for name in ("steps", "warmup", "eval_every"):
@@ -100,6 +119,9 @@ class TrainingConfig:
             number = isinstance(value, Real) and not isinstance(value, bool)
             if not number or value < 0 or (value == 0 and name != "weight_decay"):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        parameter_dtype(self.precision)                                      # a known name
+        if not isinstance(self.compile, bool):
+            raise TypeError(f"compile must be a bool, got {self.compile!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.schedule == "linear" and self.warmup > self.steps:

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .recipe import (TrainingConfig, inverse_sqrt_factor,
-                                    linear_decay_factor, sequence_loss)
+from .recipe import (TrainingConfig, autocast, inverse_sqrt_factor,
+                                    linear_decay_factor, parameter_dtype, sequence_loss)
 from .utils import check_shape, seed_everything
 
 # %% auto #0
@@ -94,9 +94,12 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Sequen
 
     Args:
         model: maps (src, tgt_in) to logits (a `DistributedDataParallel` wrapper averages the
-            gradients over the processes in the backward pass).
+            gradients over the processes in the backward pass). If it (or the module it wraps)
+            has `check_inputs`, as `Transformer`, the batch is checked there, before it moves to
+            the device, and the forward pass runs with `validate=False`: no host sync in the step.
         batch: (src, tgt_in, labels), moved to the model's device.
-        config: its `pad_id`, `label_smoothing` and `clip` (None: the norm is only measured).
+        config: its `pad_id`, `label_smoothing`, `clip` (None: the norm is only measured) and
+            `precision` (the forward pass runs in `autocast(config.precision, ...)`).
         loss_fn: `loss_fn(logits, labels)` -> (loss to back-propagate, loss to log); default
             `sequence_loss` with the config's smoothing, for both.
 
@@ -104,13 +107,16 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Sequen
         (the logged loss, the gradient norm before clipping) as floats. Shapes: logits (B, T, V).
     """
     device = next(model.parameters()).device
+    check = getattr(getattr(model, "module", model), "check_inputs", None)   # under DDP: .module
+    options = {} if check is None else {"validate": False, "padding": check(*batch[:2])}
     src, tgt_in, labels = (t.to(device) for t in batch)
     optimizer.zero_grad(set_to_none=True)
+    with autocast(config.precision, device.type):
+        logits = model(src, tgt_in, **options)                                # (B, T, V)
     if loss_fn is None:
-        loss = logged = sequence_loss(model(src, tgt_in), labels, config.pad_id,
-                                      config.label_smoothing)
+        loss = logged = sequence_loss(logits, labels, config.pad_id, config.label_smoothing)
     else:
-        loss, logged = loss_fn(model(src, tgt_in), labels)
+        loss, logged = loss_fn(logits, labels)
     loss.backward()
     max_norm = math.inf if config.clip is None else config.clip    # inf: measure, scale by 1
     grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
@@ -131,10 +137,17 @@ def run_steps(model: nn.Module, optimizer: torch.optim.Optimizer,
     Args:
         model, optimizer, scheduler: what the steps update; the model is put in training mode.
         train_batches: `train_batches(epoch)` returns one pass of (src, tgt_in, labels) batches.
-        config: `steps`, and what `train_step` reads; `loss_fn` is passed on to it.
+        config: `steps`, `compile` (compile `model` first), and what `train_step` reads;
+            `loss_fn` is passed on to it.
         step, epoch, skip: where a continued run starts: steps taken, their last epoch and the
             number of its batches used.
     """
+    dtypes = {p.dtype for p in model.parameters()} - {parameter_dtype(config.precision)}
+    if dtypes:
+        raise TypeError(f"precision {config.precision!r} trains {parameter_dtype(config.precision)} "
+                        f"weights, but the model has {sorted(map(str, dtypes))} ones")
+    if config.compile:
+        model.compile()                          # in place: the state_dict keeps its names
     model.train()
     stop = False
     while step < config.steps and not stop:

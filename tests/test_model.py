@@ -161,6 +161,8 @@ def test_a_wrong_promise_of_no_padding_is_refused():
     memory, pad = model.encode(src)
     with pytest.raises(ValueError, match="padding.tgt is False, but tgt_in holds PAD"):
         model.decode(tgt, memory, pad, padding=Padding(True, False))
+    with pytest.raises(ValueError, match="padding.src is False, but src_key_padding_mask marks PAD"):
+        model.decode(tgt, memory, pad, padding=Padding(False, True))
 
 
 def test_memory_and_target_batch_sizes_differ():

@@ -5,7 +5,6 @@
 # %% ../notebooks/05b_model.ipynb #f8510fa1
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -15,7 +14,6 @@ from .attention import Padding, causal_mask, find_padding, padding_mask
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .embedding import TransformerEmbedding, check_token_ids
 from .encoder import Encoder, EncoderLayer
-from .feedforward import FeedForward
 from .norm import LayerNorm
 from .utils import check_positive_int, check_probability
 
@@ -144,6 +142,8 @@ class Transformer(nn.Module):
         flag = cache is None and not padding.tgt                       # causal flag, no tensor
         if validate and flag and tgt_pad.any():
             raise ValueError("padding.tgt is False, but tgt_in holds PAD")
+        if validate and not padding.src and src_key_padding_mask.any():
+            raise ValueError("padding.src is False, but src_key_padding_mask marks PAD")
         if cache is not None:
             tgt_pad = cache.tgt_pad = torch.cat([cache.tgt_pad, tgt_pad], dim=1)          # (B, start + T)
         future = None if T == 1 or flag else causal_mask(start + T, tgt_in.device)[start:]  # (T, start + T)

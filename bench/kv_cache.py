@@ -1,9 +1,12 @@
-"""Greedy decoding with and without the KV cache, same model, side by side.
+"""Greedy decoding without a cache and with each kind of KV cache, same model, side by side.
 
 Usage: python bench/kv_cache.py [--quick] [--configs NAME ...]
-Prints the median time of each and the speed-up for 32, 128 and 256 new tokens, and writes them
-to bench/results/kv_cache-<device>.json (not with --quick). Goals: >= 3x at 128 tokens for
-`small` on a CPU; >= 3x at 256 tokens for `base` on a GPU.
+Prints the median time of greedy decoding without a cache, with the growing cache (chapter 7),
+the preallocated step and the compiled one (chapter 7a; CUDA graphs on a GPU) for 32, 128 and 256
+new tokens, and the speed-up of each cache over no cache, and writes them to
+bench/results/kv_cache-<device>.json (not with --quick). Goals: >= 3x at 128 tokens for `small`
+on a CPU; >= 3x at 256 tokens for `base` on a GPU (the best cache). The compiled step is compiled
+during the warm-up run, which is not timed.
 
 Configurations (vocabulary, d_model, heads, layers per stack, d_ff, batch, source tokens):
 `small` (1000, 256, 8, 2, 1024, 4, 32), the CPU default; `base` (32000, 512, 8, 6, 2048, 32,
@@ -22,8 +25,12 @@ from _record import config_parser, write_result  # noqa: E402
 from transformer_lib.cost import benchmark  # noqa: E402
 from transformer_lib.generation import greedy  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
+from transformer_lib.preallocated_cache import CompiledDecoding, PreallocatedDecoding  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
 
+KINDS = [False, True, PreallocatedDecoding, CompiledDecoding]           # greedy's use_cache
+COLUMNS = [("no_cache", "no cache"), ("kv_cache", "growing"), ("preallocated", "prealloc."),
+           ("compiled", "compiled")]
 CONFIGS = {  # vocab, d_model, heads, layers per stack, d_ff, batch, source tokens
     "small": (1000, 256, 8, 2, 1024, 4, 32),
     "base": (32000, 512, 8, 6, 2048, 32, 64),
@@ -40,13 +47,14 @@ def run_config(name: str, device: torch.device, lengths: list[int], repeats: int
     src = torch.randint(3, vocab, (B, S), device=device)
     rows = []
     for n in lengths:
-        # alternating runs, CUDA synchronized before every clock reading: the noise hits both alike
-        plain, cached = benchmark([lambda: greedy(model, src, n, use_cache=False, ignore_eos=True),
-                                   lambda: greedy(model, src, n, use_cache=True, ignore_eos=True)],
-                                  repeats=repeats, warmup=1, device=device)
-        rows.append({"config": name, "new_tokens": n, "no_cache_s": plain, "kv_cache_s": cached,
-                     "speedup": plain / cached})
-        print(f"{name:>6} {n:>10} {plain:>13.3f} {cached:>13.3f} {plain / cached:>8.1f}x")
+        # alternating runs, CUDA synchronized before every clock reading: the noise hits all alike
+        plain, *cached = benchmark([lambda kind=kind: greedy(model, src, n, use_cache=kind, ignore_eos=True)
+                                    for kind in KINDS], repeats=repeats, warmup=1, device=device)
+        row = {"config": name, "new_tokens": n, "no_cache_s": plain}
+        for (key, _), seconds in zip(COLUMNS[1:], cached):
+            row |= {f"{key}_s": seconds, f"{key}_speedup": plain / seconds}
+        rows.append(row)
+        print(f"{name:>6} {n:>6} {plain:>9.3f} " + " ".join(f"{s:>8.3f} {plain / s:>5.1f}x" for s in cached))
     return rows
 
 
@@ -58,7 +66,7 @@ def main() -> None:
     lengths = [32, 128] if args.quick else [32, 128, 256]
     repeats = 3 if args.quick else 5
     print(f"device={device.type} threads={torch.get_num_threads()} torch={torch.__version__}; median of {repeats}")
-    print(f"{'config':>6} {'new tokens':>10} {'no cache (s)':>13} {'KV cache (s)':>13} {'speed-up':>9}")
+    print(f"{'config':>6} {'tokens':>6} {'no cache':>9} " + " ".join(f"{label:>15}" for _, label in COLUMNS[1:]))
     rows = [row for name in configs for row in run_config(name, device, lengths, repeats)]
     if not args.quick:
         settings = {"configs": {name: dict(zip(("vocab", "d_model", "heads", "layers_per_stack", "d_ff",

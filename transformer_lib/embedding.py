@@ -87,7 +87,10 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     return table.float()
 
 # %% ../notebooks/01_embedding.ipynb #79912015
-def _check_length(length: int, start: int, max_len: int, name: str = "sequence length") -> None:
+def _check_length(length: int, start: int | torch.Tensor, max_len: int,
+                  name: str = "sequence length") -> None:
+    if isinstance(start, torch.Tensor):   # a position on the device: reading it is a host sync
+        return                            # (the caller keeps it in range)
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
     if start + length > max_len:
@@ -96,7 +99,11 @@ def _check_length(length: int, start: int, max_len: int, name: str = "sequence l
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """x (B, S, d_model) -> dropout(x + P[start:start+S]) with the fixed sinusoidal table."""
+    """x (B, S, d_model) -> dropout(x + P[start:start+S]) with the fixed sinusoidal table.
+
+    `start` is an int, or a long tensor of shape (1,) on the device (unchecked): a decoding step
+    whose position is a tensor keeps the same shapes at every step (chapter 7a's CUDA graphs).
+    """
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
@@ -104,15 +111,22 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)  # (max_len, d)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [B, S, d_model={self.d_model}], got {list(x.shape)}")
         _check_length(x.shape[1], start, self.max_len)
-        return self.dropout(x + self.table[start:start + x.shape[1]].to(x.dtype))  # (B, S, d)
+        if isinstance(start, torch.Tensor):                                   # rows by index
+            rows = self.table.index_select(0, start + torch.arange(x.shape[1], device=x.device))
+        else:
+            rows = self.table[start:start + x.shape[1]]                       # (S, d)
+        return self.dropout(x + rows.to(x.dtype))                             # (B, S, d)
 
 # %% ../notebooks/01_embedding.ipynb #6428c909
 class LearnedPositionalEmbedding(nn.Module):
-    """x (B, S, d_model) -> x + W[start:start+S], with a trainable table W (max_len, d_model)."""
+    """x (B, S, d_model) -> x + W[start:start+S], with a trainable table W (max_len, d_model).
+
+    `start`: an int, or a long tensor (1,) on the device, as for `SinusoidalPositionalEncoding`.
+    """
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
@@ -121,11 +135,11 @@ class LearnedPositionalEmbedding(nn.Module):
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [B, S, d_model={self.d_model}], got {list(x.shape)}")
         _check_length(x.shape[1], start, self.max_len)
-        index = torch.arange(start, start + x.shape[1], device=x.device)
+        index = start + torch.arange(x.shape[1], device=x.device)          # (S,)
         return x + self.embedding(index)  # (B, S, d)
 
 # %% ../notebooks/01_embedding.ipynb #001377b0
@@ -177,7 +191,8 @@ class TransformerEmbedding(nn.Module):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}")
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
 
-    def forward(self, tokens: torch.Tensor, start: int = 0, validate: bool = True) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, start: int | torch.Tensor = 0,
+                validate: bool = True) -> torch.Tensor:
         vectors = self.token(tokens, validate=validate)                  # (B, S, d)
         _check_length(tokens.shape[1], start, self.max_len, "sequence length (tokens.shape[1])")
         return self.dropout(self.position(vectors, start=start))         # (B, S, d)

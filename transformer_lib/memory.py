@@ -57,8 +57,9 @@ def activation_bytes(config: TransformerConfig, batch: int, src_len: int, tgt_le
 
     For this library's written-out attention with dropout off (dropout adds its masks), on a
     batch with PAD in both src and tgt_in: attention then applies its masks (padding and
-    causal). A batch without PAD saves less: `Transformer` drops the masks it does not need. The `*attention_matrices` entries are the quadratic terms: two
-    (B, H, Lq, Lk) matrices per attention (softmax output, masked weights).
+    causal). A batch without PAD saves less: `Transformer` drops the masks it does not need.
+    The `*attention_matrices` entries are the quadratic terms: two (B, H, Lq, Lk) matrices per
+    attention (softmax output, masked weights).
 
     Args:
         bytes_per_element: of the floating-point activations (4: float32); ids are int64, masks bool.

@@ -6,21 +6,10 @@ from hypothesis import strategies as st
 from torch._dynamo.utils import counters
 
 import transformer_lib.preallocated_cache as preallocated
+from test_generation import SRC, make_model       # the same tiny model and sources as chapter 7's tests
 from transformer_lib.generation import beam_search, decode_step, greedy, sample, start_cache
-from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.preallocated_cache import (CompiledDecoding, PreallocatedCache, PreallocatedDecoding,
                                                 preallocated_decode_step)
-
-
-def make_model(norm_first=False, seed=0, tie=False):
-    torch.manual_seed(seed)
-    cfg = TransformerConfig(src_vocab_size=16, tgt_vocab_size=16, d_model=16, nhead=2, num_encoder_layers=2,
-                            num_decoder_layers=2, dim_feedforward=32, dropout=0.0, max_len=40,
-                            norm_first=norm_first, tie_embeddings=tie)
-    return Transformer(cfg).eval()
-
-
-SRC = torch.tensor([[5, 9, 12, 7, 2, 0], [11, 4, 8, 15, 6, 2]])
 
 
 @pytest.fixture

@@ -15,11 +15,12 @@ from .decoder import DecoderCache
 from .model import Transformer
 from .utils import check_positive_int
 
-# `use_cache` of the loops: False, True (the growing cache), or a class that makes a decoding state
-DecodingState = Callable[[Transformer, Tensor, Tensor, int], Callable[[Tensor], Tensor]]
+# `use_cache` of the loops: False, True (the growing cache), or a callable (e.g. a class) that makes a
+# decoding state from (model, memory, memory_pad, steps); the state maps a prefix to logits, has select(rows)
+DecodingStateFactory = Callable[[Transformer, Tensor, Tensor, int], Callable[[Tensor], Tensor]]
 
 # %% auto #0
-__all__ = ['DecodingState', 'start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search',
+__all__ = ['DecodingStateFactory', 'start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search',
            'recording_cross_attention', 'cross_attention_weights']
 
 # %% ../notebooks/07_generation.ipynb #a20b863d
@@ -56,7 +57,7 @@ class _NextToken:
     `use_cache(model, memory, memory_pad, steps)` makes (called with the prefix, it returns the
     logits; `select(rows)` keeps rows), such as chapter 7a's `PreallocatedDecoding`."""
 
-    def __init__(self, model: Transformer, src: Tensor, use_cache: bool | DecodingState, steps: int,
+    def __init__(self, model: Transformer, src: Tensor, use_cache: bool | DecodingStateFactory, steps: int,
                  repeat: int = 1):
         self.model, self.use_cache, self.state = model, use_cache, None
         memory, src_pad = model.encode(src)                                   # the encoder runs once
@@ -87,7 +88,7 @@ class _NextToken:
 
 
 def _check_common(model: Transformer, src: Tensor, max_new_tokens: int,
-                  use_cache: bool | DecodingState) -> int:
+                  use_cache: bool | DecodingStateFactory) -> int:
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib Transformer, got {type(model).__name__}")
     if not (isinstance(use_cache, bool) or callable(use_cache)):
@@ -103,7 +104,7 @@ def _forbid_specials(logits: Tensor, model: Transformer) -> Tensor:
 
 # %% ../notebooks/07_generation.ipynb #e8740442
 def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callable[[Tensor], Tensor],
-            use_cache: bool | DecodingState, ignore_eos: bool = False) -> Tensor:
+            use_cache: bool | DecodingStateFactory, ignore_eos: bool = False) -> Tensor:
     """The loop shared by greedy decoding and sampling: `choose` maps logits (B, V) to tokens (B,)."""
     steps = _check_common(model, src, max_new_tokens, use_cache)
     c = model.config
@@ -122,8 +123,8 @@ def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callab
 
 
 @torch.no_grad()
-def greedy(model: Transformer, src: Tensor, max_new_tokens: int, use_cache: bool | DecodingState = True,
-           ignore_eos: bool = False) -> Tensor:
+def greedy(model: Transformer, src: Tensor, max_new_tokens: int,
+           use_cache: bool | DecodingStateFactory = True, ignore_eos: bool = False) -> Tensor:
     """Batched greedy decoding: src (B, S) -> ids (B, 1 + n), BOS first, PAD after each row's EOS.
 
     `use_cache`: False (no cache), True (the growing cache), or chapter 7a's `PreallocatedDecoding`
@@ -156,7 +157,7 @@ def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = 
 @torch.no_grad()
 def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
-           use_cache: bool | DecodingState = True) -> Tensor:
+           use_cache: bool | DecodingStateFactory = True) -> Tensor:
     """Batched sampling: src (B, S) -> ids (B, 1 + n); seeded by `generator` (drawn on its device).
     `use_cache` as for `greedy`."""
     filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)    # validate early
@@ -171,7 +172,7 @@ def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: fl
 # %% ../notebooks/07_generation.ipynb #a7268ea5
 @torch.no_grad()
 def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens: int,
-                length_penalty: float = 0.0, use_cache: bool | DecodingState = True) -> Tensor:
+                length_penalty: float = 0.0, use_cache: bool | DecodingStateFactory = True) -> Tensor:
     """Batched beam search: src (B, S) -> the best beam per row, ids (B, 1 + n) (PAD after EOS).
     `use_cache` as for `greedy`."""
     steps = _check_common(model, src, max_new_tokens, use_cache)

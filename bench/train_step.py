@@ -93,7 +93,7 @@ def main() -> None:
     configs = args.configs or (["base128", "base256"] if device.type == "cuda" else ["small"])
     with_compile = args.compile if args.compile is not None else device.type == "cuda"
     compiles = [False, True] if with_compile else [False]
-    repeats = 3 if args.quick else (10 if device.type == "cuda" else 5)
+    repeats = 3 if args.quick else 11                 # odd: the median is one run; 5 left CPU ratios +-5 %
     peak_n = 8192 if device.type == "cuda" else 1024
     peaks = {p: matmul_peak(peak_n, device=device, dtype=d) for p, d in PRECISIONS.items()}
     print(f"device={device.type} threads={torch.get_num_threads()} torch={torch.__version__}; matmul peak "

@@ -60,3 +60,12 @@ def test_table_equals_its_results_files(benchmark, columns, index):
 
 def test_the_tables_are_there():
     assert len(stored_tables()) == 2
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("train_step-*.json")), ids=lambda p: p.name)
+def test_model_flop_utilization_is_below_the_peak(path):
+    """A step's matmuls cannot run faster than the device's matmul peak: every MFU in (0, 1.1]
+    (10 % for the noise of measuring the peak), else the peak was not the device's ceiling."""
+    for row in json.loads(path.read_text())["rows"]:
+        for key in ("mfu_ours", "mfu_baseline"):
+            assert 0 < row[key] <= 1.1, (path.name, row["config"], row["precision"], row["compile"], key, row[key])

@@ -119,3 +119,15 @@ def test_the_capstone_demo_is_wired_to_the_build():
     assert lock["node_modules/onnxruntime-web"]["integrity"].startswith("sha512-")
     script = (ROOT / "demo" / "dates_demo.js").read_text()
     assert not re.search(r"https?://|//cdn|wss?://", script), "the demo loads only files of the built site"
+
+
+PAGE_WIDTH = 126   # characters of code the book shows without scrolling (book/_static/wide-code.css)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_shown_in_the_book_fits_the_page(path):
+    """Every line of a code cell the book shows is at most PAGE_WIDTH characters."""
+    assert f"{PAGE_WIDTH} characters" in (ROOT / "book" / "_static" / "wide-code.css").read_text()
+    shown = [c for c in code_cells(path) if "remove-cell" not in c["metadata"].get("tags", [])]
+    long = [line for cell in shown for line in source(cell).splitlines() if len(line) > PAGE_WIDTH]
+    assert not long, f"{path.name}: {len(long)} code line(s) over {PAGE_WIDTH} characters, e.g. {long[0]!r}"

@@ -4,7 +4,8 @@ Usage: python bench/kv_cache.py [--quick] [--configs NAME ...]
 Prints the median time of greedy decoding without a cache, with the growing cache (chapter 7),
 the preallocated step and the compiled one (chapter 7a; CUDA graphs on a GPU) for 32, 128 and 256
 new tokens, and the speed-up of each cache over no cache, and writes them to
-bench/results/kv_cache-<device>.json (not with --quick). Goals: >= 3x at 128 tokens for `small`
+bench/results/kv_cache-<device>.json (not with --quick), rewritten after every row, so that a run
+stopped by a time limit keeps the rows it measured. Goals: >= 3x at 128 tokens for `small`
 on a CPU; >= 3x at 256 tokens for `base` on a GPU (the best cache). The compiled step is compiled
 during the warm-up run, which is not timed.
 
@@ -15,6 +16,7 @@ Configurations (vocabulary, d_model, heads, layers per stack, d_ff, batch, sourc
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -37,7 +39,9 @@ CONFIGS = {  # vocab, d_model, heads, layers per stack, d_ff, batch, source toke
 }
 
 
-def run_config(name: str, device: torch.device, lengths: list[int], repeats: int) -> list[dict]:
+def run_config(name: str, device: torch.device, lengths: list[int], repeats: int, rows: list[dict],
+               save: Callable[[], object]) -> None:
+    """Append one row per length to `rows`, calling `save()` after each."""
     vocab, dim, heads, depth, ff, B, S = CONFIGS[name]
     seed_everything(0)
     config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=dim, nhead=heads,
@@ -45,7 +49,6 @@ def run_config(name: str, device: torch.device, lengths: list[int], repeats: int
                                dropout=0.0, max_len=512)
     model = Transformer(config).to(device).eval()
     src = torch.randint(3, vocab, (B, S), device=device)
-    rows = []
     for n in lengths:
         # alternating runs, CUDA synchronized before every clock reading: the noise hits all alike
         plain, *cached = benchmark([lambda kind=kind: greedy(model, src, n, use_cache=kind, ignore_eos=True)
@@ -54,8 +57,8 @@ def run_config(name: str, device: torch.device, lengths: list[int], repeats: int
         for (key, _), seconds in zip(COLUMNS[1:], cached):
             row |= {f"{key}_s": seconds, f"{key}_speedup": plain / seconds}
         rows.append(row)
+        save()
         print(f"{name:>6} {n:>6} {plain:>9.3f} " + " ".join(f"{s:>8.3f} {plain / s:>5.1f}x" for s in cached))
-    return rows
 
 
 def main() -> None:
@@ -67,11 +70,17 @@ def main() -> None:
     repeats = 3 if args.quick else 5
     print(f"device={device.type} threads={torch.get_num_threads()} torch={torch.__version__}; median of {repeats}")
     print(f"{'config':>6} {'tokens':>6} {'no cache':>9} " + " ".join(f"{label:>15}" for _, label in COLUMNS[1:]))
-    rows = [row for name in configs for row in run_config(name, device, lengths, repeats)]
+    settings = {"configs": {name: dict(zip(("vocab", "d_model", "heads", "layers_per_stack", "d_ff",
+                                            "batch", "source_tokens"), CONFIGS[name])) for name in configs},
+                "repeats": repeats}
+    rows: list[dict] = []
+
+    def save() -> None:    # after every row: a run cut short by a time limit keeps what it measured
+        if not args.quick:
+            write_result("kv_cache", device, settings, rows)
+    for name in configs:
+        run_config(name, device, lengths, repeats, rows, save)
     if not args.quick:
-        settings = {"configs": {name: dict(zip(("vocab", "d_model", "heads", "layers_per_stack", "d_ff",
-                                                "batch", "source_tokens"), CONFIGS[name])) for name in configs},
-                    "repeats": repeats}
         print(f"wrote {write_result('kv_cache', device, settings, rows)}")
 
 

@@ -7,7 +7,8 @@ For each configuration, precision (fp32; bf16 autocast with the loss in fp32) an
 CUDA synchronized before every clock reading, by `transformer_lib.cost.benchmark`), the ratio
 ours / baseline (goal: <= 1.0) and the model FLOP utilization (MFU): the counted matmul FLOPs of
 the step (`training_step_flops`) per second, over the matmul peak measured on the same device in
-the same precision. Results go to bench/results/train_step-<device>.json (not with --quick).
+the same precision. Results go to bench/results/train_step-<device>.json (not with --quick),
+rewritten after every row, so that a run stopped by a time limit keeps the rows it measured.
 
 Configurations: `small` (d=256, 3+3 layers, V=1000, B=32, S=T=48; the CPU default) and, the GPU
 defaults, `base128` / `base256` (d=512, 6+6 layers, d_ff=1024, V=32000, B=64, S=T=128 / 256).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -50,7 +52,9 @@ def make_step(model, src, tgt_in, labels, vocab, dtype, **forward_kwargs):
     return step
 
 
-def run_config(name: str, device: torch.device, compiles: list[bool], repeats: int, peaks: dict) -> list[dict]:
+def run_config(name: str, device: torch.device, compiles: list[bool], repeats: int, peaks: dict,
+               rows: list[dict], save: Callable[[], object]) -> None:
+    """Append one row per precision and compile setting to `rows`, calling `save()` after each."""
     vocab, dim, heads, depth, B, S = CONFIGS[name]
     seed_everything(0)
     baseline = TorchLayersTransformer(vocab, dim, heads, depth, dropout=0.1, max_length=S + 1).to(device).train()
@@ -61,7 +65,6 @@ def run_config(name: str, device: torch.device, compiles: list[bool], repeats: i
     tgt[:, 0] = 1
     tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
     flops = training_step_flops(ours.config, B, S, S)
-    rows = []
     for precision, dtype in PRECISIONS.items():
         if dtype == torch.bfloat16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
             continue
@@ -78,9 +81,10 @@ def run_config(name: str, device: torch.device, compiles: list[bool], repeats: i
                    "baseline_s": t_base, "ratio": t_ours / t_base, "step_flops": flops,
                    "peak_flops_per_s": peak, "mfu_ours": flops / t_ours / peak, "mfu_baseline": flops / t_base / peak}
             rows.append(row)
-            print(f"{name:>8} {precision:>5} {'yes' if compiled else 'no':>7} {t_ours * 1e3:>9.1f} {t_base * 1e3:>9.1f} "
+            save()
+            print(f"{name:>8} {precision:>5} {'yes' if compiled else 'no':>7} "
+                  f"{t_ours * 1e3:>9.1f} {t_base * 1e3:>9.1f} "
                   f"{row['ratio']:>6.2f} {row['mfu_ours']:>6.1%} {row['mfu_baseline']:>6.1%}")
-    return rows
 
 
 def main() -> None:
@@ -99,12 +103,18 @@ def main() -> None:
     print(f"device={device.type} threads={torch.get_num_threads()} torch={torch.__version__}; matmul peak "
           + ", ".join(f"{p} {v / 1e12:.2f} TFLOP/s" for p, v in peaks.items()) + f"; median of {repeats}")
     print(f"{'config':>8} {'prec':>5} {'compile':>7} {'ours ms':>9} {'nn ms':>9} {'ratio':>6} {'MFU':>6} {'MFU nn':>6}")
-    rows = [row for name in configs for row in run_config(name, device, compiles, repeats, peaks)]
+    settings = {"configs": {name: dict(zip(("vocab", "d_model", "heads", "layers_per_stack", "batch", "S_T"),
+                                           CONFIGS[name])) for name in configs},
+                "d_ff": "2 d_model", "dropout": 0.1, "padding": "half the sources padded to half length",
+                "repeats": repeats, "peak_matmul_n": peak_n}
+    rows: list[dict] = []
+
+    def save() -> None:    # after every row: a run cut short by a time limit keeps what it measured
+        if not args.quick:
+            write_result("train_step", device, settings, rows)
+    for name in configs:
+        run_config(name, device, compiles, repeats, peaks, rows, save)
     if not args.quick:
-        settings = {"configs": {name: dict(zip(("vocab", "d_model", "heads", "layers_per_stack", "batch", "S_T"),
-                                               CONFIGS[name])) for name in configs},
-                    "d_ff": "2 d_model", "dropout": 0.1, "padding": "half the sources padded to half length",
-                    "repeats": repeats, "peak_matmul_n": peak_n}
         print(f"wrote {write_result('train_step', device, settings, rows)}")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 # import name -> pip name, for what the tests and the notebooks import
 REQUIRED = {
-    "torch": "torch", "babel": "babel", "pytest": "pytest", "hypothesis": "hypothesis",
+    "torch": "torch", "babel": "babel", "pytest": "pytest", "xdist": "pytest-xdist", "hypothesis": "hypothesis",
     "nbval": "nbval", "nbformat": "nbformat", "nbclient": "nbclient", "ipykernel": "ipykernel",
     "jupyter_client": "jupyter_client", "matplotlib": "matplotlib", "numpy": "numpy", "yaml": "PyYAML",
     "tqdm": "tqdm", "psutil": "psutil", "onnx": "onnx", "onnxruntime": "onnxruntime",

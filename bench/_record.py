@@ -9,6 +9,7 @@ import argparse
 import datetime
 import json
 import platform
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -26,10 +27,15 @@ def device_name(device: torch.device) -> str:
     return models[0] if models else f"{platform.machine()} CPU"
 
 
+def result_path(name: str, device: torch.device) -> Path:
+    """bench/results/<name>-<device type>.json."""
+    return RESULTS / f"{name}-{device.type}.json"
+
+
 def write_result(name: str, device: torch.device, settings: dict, rows: list[dict]) -> Path:
     """Write one benchmark's figures (`rows`) and what they were measured with (`settings`)."""
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}-{device.type}.json"
+    path = result_path(name, device)
     record = {"benchmark": name, "device": device_name(device), "device_type": device.type,
               "threads": torch.get_num_threads(), "torch": torch.__version__,
               "date": datetime.date.today().isoformat(), "settings": settings, "rows": rows}
@@ -44,3 +50,13 @@ def config_parser(doc: str, configs: dict, quick: str, defaults: str) -> argpars
     parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--configs", nargs="+", choices=sorted(configs), help=f"default: {defaults}")
     return parser
+
+
+def result_writer(name: str, device: torch.device, settings: dict, rows: list[dict],
+                  enabled: bool = True) -> Callable[[], None]:
+    """A function to call after every row: it rewrites the results file with `rows` so far, so that
+    a run stopped by a time limit keeps what it measured. It does nothing when not `enabled`."""
+    def save() -> None:
+        if enabled:
+            write_result(name, device, settings, rows)
+    return save

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _record import config_parser, write_result  # noqa: E402
+from _record import config_parser, result_path, result_writer  # noqa: E402
 
 from transformer_lib.cost import benchmark  # noqa: E402
 from transformer_lib.generation import greedy  # noqa: E402
@@ -74,14 +74,11 @@ def main() -> None:
                                             "batch", "source_tokens"), CONFIGS[name])) for name in configs},
                 "repeats": repeats}
     rows: list[dict] = []
-
-    def save() -> None:    # after every row: a run cut short by a time limit keeps what it measured
-        if not args.quick:
-            write_result("kv_cache", device, settings, rows)
+    save = result_writer("kv_cache", device, settings, rows, enabled=not args.quick)
     for name in configs:
         run_config(name, device, lengths, repeats, rows, save)
     if not args.quick:
-        print(f"wrote {write_result('kv_cache', device, settings, rows)}")
+        print(f"wrote {result_path('kv_cache', device)}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _record import config_parser, write_result  # noqa: E402
+from _record import config_parser, result_path, result_writer  # noqa: E402
 
 from transformer_lib.cost import benchmark, matmul_peak, training_step_flops  # noqa: E402
 from transformer_lib.model import Transformer  # noqa: E402
@@ -108,14 +108,11 @@ def main() -> None:
                 "d_ff": "2 d_model", "dropout": 0.1, "padding": "half the sources padded to half length",
                 "repeats": repeats, "peak_matmul_n": peak_n}
     rows: list[dict] = []
-
-    def save() -> None:    # after every row: a run cut short by a time limit keeps what it measured
-        if not args.quick:
-            write_result("train_step", device, settings, rows)
+    save = result_writer("train_step", device, settings, rows, enabled=not args.quick)
     for name in configs:
         run_config(name, device, compiles, repeats, peaks, rows, save)
     if not args.quick:
-        print(f"wrote {write_result('train_step', device, settings, rows)}")
+        print(f"wrote {result_path('train_step', device)}")
 
 
 if __name__ == "__main__":

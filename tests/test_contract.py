@@ -131,3 +131,139 @@ def test_code_shown_in_the_book_fits_the_page(path):
     shown = [c for c in code_cells(path) if "remove-cell" not in c["metadata"].get("tags", [])]
     long = [line for cell in shown for line in source(cell).splitlines() if len(line) > PAGE_WIDTH]
     assert not long, f"{path.name}: {len(long)} code line(s) over {PAGE_WIDTH} characters, e.g. {long[0]!r}"
+
+
+GLUE_MIME = "application/papermill.record/text/plain"
+
+
+def glued_floats(path: Path) -> dict[str, str]:
+    """Every float a notebook's stored outputs glue: name -> the stored text."""
+    found = {}
+    for cell in code_cells(path):
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("data", {}).get(GLUE_MIME, ""))
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name and re.fullmatch(r"-?(\d+\.\d*|\d*\.\d+)(e-?\d+)?|-?\d+e-?\d+", text):
+                found[name] = text
+    return found
+
+
+def prose_formats(path: Path) -> dict[str, list[str]]:
+    """name -> the format specs with which the chapter's Markdown shows a glued value."""
+    uses: dict[str, list[str]] = {}
+    for cell in cells(path):
+        if cell["cell_type"] == "markdown":
+            for m in re.finditer(r"\{glue:text\}`([\w.-]+)(?::([^`]*))?`", source(cell)):
+                uses.setdefault(m.group(1), []).append(m.group(2) or "")
+    return uses
+
+
+def significant_digits(text: str) -> int:
+    return len(text.lstrip("-").split("e")[0].replace(".", "").lstrip("0").rstrip("0"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_glued_floats_carry_no_more_digits_than_the_prose_shows(path):
+    """A glued float is a stored output compared on every machine: its full repr differs from one
+    CPU's kernels to another's. So it is stored rounded: at most 4 significant digits, and no more
+    decimals than the widest format the prose shows it with (`.2f`: 2, `.1%`: 3, `.1e`: 2
+    significant digits)."""
+    uses = prose_formats(path)
+    for name, text in glued_floats(path).items():
+        assert significant_digits(text) <= 4, f"{path.name}: {name} is glued as {text}, a float's full repr"
+        value = float(text)
+        shown = [re.search(r"\.(\d+)([fe%])$", spec) for spec in uses.get(name, [])]
+        shown = [(int(m.group(1)), m.group(2)) for m in shown if m]
+        if not shown:
+            continue
+        if all(kind == "e" for _, kind in shown):
+            widest = max(n for n, _ in shown)
+            assert significant_digits(text) <= widest + 1, f"{path.name}: {name} = {text}, shown as :.{widest}e"
+        else:
+            decimals = max(n + 2 if kind == "%" else n for n, kind in shown if kind != "e")
+            assert round(value, decimals) == value, (
+                f"{path.name}: {name} is glued as {text} but the prose shows at most {decimals} decimals; "
+                f"glue round(value, {decimals})")
+
+
+CLOCKS = re.compile(r"\b(perf_counter|perf_counter_ns|monotonic|process_time|time\.time|timeit|benchmark|"
+                    r"median_time|matmul_peak)\s*\(")
+
+
+def _timed_names(statements, timed: set[str], asserts: list) -> None:
+    """Walk `statements` in execution order (not into functions or classes): a name assigned from an
+    expression that calls a clock or uses a timed name becomes timed, one assigned from anything
+    else stops being timed. Collects (assert, timed names it uses)."""
+    import ast
+
+    def is_timed(expr) -> bool:
+        return expr is not None and bool(CLOCKS.search(ast.unparse(expr)) or names(expr) & timed)
+
+    def names(node) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def assign(target, value) -> None:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                and isinstance(target, (ast.Tuple, ast.List)):    # for a, b in zip(x, y) / enumerate(x)
+            if value.func.id == "zip" and len(value.args) == len(target.elts):
+                for t, v in zip(target.elts, value.args):
+                    assign(t, ast.Subscript(v, ast.Constant(0)))
+                return
+            if value.func.id == "enumerate" and len(target.elts) == 2 and value.args:
+                assign(target.elts[0], ast.Constant(0))
+                assign(target.elts[1], ast.Subscript(value.args[0], ast.Constant(0)))
+                return
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                and len(target.elts) == len(value.elts):
+            for t, v in zip(target.elts, value.elts):
+                assign(t, v)
+        elif isinstance(target, ast.Name):
+            (timed.add if is_timed(value) and target.id != "_" else timed.discard)(target.id)
+        else:                                     # attribute, subscript, starred: taint the base names
+            if is_timed(value):
+                timed.update(names(target))
+
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                assign(target, node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            if is_timed(node.value):
+                timed.update(names(node.target))
+        elif isinstance(node, ast.For):
+            assign(node.target, node.iter)
+        elif isinstance(node, ast.With):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    assign(item.optional_vars, item.context_expr)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Attribute):       # x.append(t), d.update(...)
+            if any(is_timed(a) for a in [*node.value.args, *(k.value for k in node.value.keywords)]):
+                timed.update(names(node.value.func.value))
+        elif isinstance(node, ast.Assert):
+            asserts.append((node, (names(node.test) & timed) | ({"clock"} if CLOCKS.search(ast.unparse(node.test)) else set())))
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            _timed_names(getattr(node, field, []) or [], timed, asserts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_assert_depends_on_a_clock(path):
+    """No assert in a chapter reads a wall-clock measurement: timing claims come from bench/results.
+    A name is timed when it is assigned from an expression that calls a clock (or a timing helper:
+    benchmark, median_time, matmul_peak) or that uses a timed name, in this or an earlier cell; an
+    assert that uses a timed name fails this test."""
+    import ast
+
+    timed: set[str] = set()
+    asserts: list = []
+    for cell in code_cells(path):
+        text = "\n".join(line for line in source(cell).splitlines() if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        _timed_names(tree.body, timed, asserts)
+    bad = [f"`{ast.unparse(node)[:100]}` ({', '.join(sorted(used))})" for node, used in asserts if used]
+    assert not bad, f"{path.name}: {len(bad)} assert(s) on clock readings: " + "; ".join(bad)

@@ -13,7 +13,8 @@ from numbers import Integral, Real
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_ENV_VAR', 'get_device', 'seed_everything', 'glue', 'check_positive_int', 'check_probability', 'check_shape']
+__all__ = ['DEVICE_ENV_VAR', 'GLUE_DIGITS', 'get_device', 'seed_everything', 'glue', 'check_positive_int', 'check_probability',
+           'check_shape']
 
 # %% ../notebooks/00_utils.ipynb #cfd86401
 DEVICE_ENV_VAR = "TT_DEVICE"
@@ -53,13 +54,27 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 # %% ../notebooks/00_utils.ipynb #b3dbb6db
+GLUE_DIGITS = 4
+
+
 def glue(name: str, value: object, display: bool = False) -> object:
     """Record `value` under `name` for the book's prose, where {glue:text}`name` shows it.
 
     myst-nb reads the recorded value when it builds the page, so a number quoted in the text is
     the number this run computed. Where myst-nb is not installed (e.g. Colab), nothing is
-    recorded. Returns `value`.
+    recorded. Returns `value` (a NumPy float as a Python float).
+
+    A float must come rounded to at most `GLUE_DIGITS` significant digits: its full repr differs
+    from one CPU's kernels (and thread count) to another's, and the stored value is compared.
     """
+    if isinstance(value, Real) and not isinstance(value, Integral):
+        text = str(value).lstrip("-").split("e")[0]          # shortest repr, mantissa only
+        digits = text.replace(".", "").lstrip("0").rstrip("0")
+        if len(digits) > GLUE_DIGITS:
+            raise ValueError(f"glue {name!r}: got the float {value!r}, whose last digits depend on "
+                             f"the CPU; round it to the digits the prose shows (at most "
+                             f"{GLUE_DIGITS} significant), e.g. round(value, 2)")
+        value = float(str(value))                           # np.float32(0.07) -> 0.07
     try:
         from myst_nb import glue as record
     except ImportError:

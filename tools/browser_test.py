@@ -329,6 +329,15 @@ def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: P
             fails.append(f"no Colab link (want {want})")
         elif any(h != want for h in r["colab"]):
             fails.append(f"Colab link is {sorted(set(r['colab']))}, want {want}")
+    if name == "08_cost":                # the benchmark records, displayed as Markdown: real tables
+        tables = browser.call("Runtime.evaluate", {"expression": """(() => {
+            const outs = [...document.querySelectorAll('.cell_output')];
+            return [outs.reduce((n, o) => n + o.querySelectorAll('table').length, 0),
+                    outs.some(o => o.innerText.includes('|---|'))]; })()""", "returnByValue": True})
+        n_tables, raw = tables["result"]["value"]
+        if n_tables < 2 or raw:
+            fails.append(f"chapter 8's benchmark tables: {n_tables} <table> in the outputs (want 2), "
+                         f"raw Markdown table text shown: {raw}")
     shot = shots / f"{name}.png"
     browser.call("Runtime.evaluate", {"expression": "window.scrollTo(0, 0)"})
     browser.screenshot(shot)

@@ -267,3 +267,24 @@ def test_no_assert_depends_on_a_clock(path):
         _timed_names(tree.body, timed, asserts)
     bad = [f"`{ast.unparse(node)[:100]}` ({', '.join(sorted(used))})" for node, used in asserts if used]
     assert not bad, f"{path.name}: {len(bad)} assert(s) on clock readings: " + "; ".join(bad)
+
+
+MODULE_LINES = 250      # the most lines a module of the library may have (the developers' guide)
+SUMMARY_CHARS = 114     # CONTRIBUTING: the title cell's summary, the module docstring's first line
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "transformer_lib").glob("*.py")), ids=lambda p: p.name)
+def test_no_module_is_longer_than_250_lines(path):
+    """One concept per module, short enough to read; nbdev's generated index (_modidx.py) is not one."""
+    if path.name == "_modidx.py":
+        return
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MODULE_LINES, f"transformer_lib/{path.name} has {lines} lines, more than {MODULE_LINES}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_summary_fits_the_docstring_line(path):
+    """The `> summary` of the title cell becomes the module docstring: at most 114 characters."""
+    title = source(next(c for c in cells(path) if c["cell_type"] == "markdown"))
+    summary = next(line[2:] for line in title.splitlines() if line.startswith("> "))
+    assert len(summary) <= SUMMARY_CHARS, f"{path.name}: the summary has {len(summary)} characters: {summary!r}"

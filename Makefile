@@ -22,12 +22,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # torch==2.13.0 resolves to the same CPU build as with pip.
 UV_PIN     := $(shell grep -E '^uv==' requirements.txt)
 FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
-UV_INSTALL  = $(BIN)/uv pip install -q --compile-bytecode --index-strategy unsafe-best-match \
+UV_INSTALL  = $(BIN)/uv pip install -q --index-strategy unsafe-best-match \
 	$(addprefix --find-links ,$(FIND_LINKS)) $(if $(PIP_EXTRA_INDEX_URL),--extra-index-url $(PIP_EXTRA_INDEX_URL))
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check "$(UV_PIN)"
-	$(UV_INSTALL) --python $(BIN)/python -r requirements.txt
+	$(UV_INSTALL) --compile-bytecode --python $(BIN)/python -r requirements.txt
 	$(UV_INSTALL) --python $(BIN)/python --no-deps -e .
 	@touch $@
 
@@ -108,17 +108,17 @@ pytest-lib:
 pytest-nb:
 	$(WORKER_THREADS) $(NBVAL) $(IN_ORDER) $(NOTEBOOKS)
 
-# 3c. Every notebook again as a reader runs it, and compared with its stored outputs just as
-#     strictly: with the machine's default thread count, on kernels that round like another
-#     processor. On an AVX-512 machine those are PyTorch's and MKL's AVX2 kernels (what most
-#     laptops run: other rounding, same speed); elsewhere PyTorch's non-vectorized kernels. So a
-#     stored output that one machine's rounding or thread count decides fails here, on the
-#     writer's machine, not on the next reader's. Two notebooks at a time, each with all
-#     threads: their OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE; the same results)
-#     rather than spin against each other. tools/portability.py runs all six settings.
+# 3c. Every notebook again, compared with its stored outputs just as strictly, on kernels that
+#     round like another processor: on an AVX-512 machine PyTorch's and MKL's AVX2 kernels (what
+#     most laptops run: other rounding, same speed); elsewhere PyTorch's non-vectorized kernels.
+#     So a stored output that one machine's rounding decides fails here, on the writer's machine,
+#     not on the next reader's. One thread per worker, as in 3: two notebooks with two threads
+#     each on two cores took 7.7 instead of about 5 minutes. The thread count's effect is checked
+#     by tools/portability.py (all six settings, before every stop) and, for trained scores, by
+#     bench/accuracy_spread.py's record, which the chapters assert against.
 OTHER_CPU = $(shell $(BIN)/python -c "import torch; print('ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2' \
 	if torch.backends.cpu.get_cpu_capability() == 'AVX512' else 'ATEN_CPU_CAPABILITY=default')")
-READER = env -u OMP_NUM_THREADS $(OTHER_CPU) OMP_WAIT_POLICY=PASSIVE $(NBVAL)
+READER = $(WORKER_THREADS) $(OTHER_CPU) $(NBVAL)
 pytest-nb-reader:
 	$(READER) $(IN_ORDER) $(NOTEBOOKS)
 
@@ -128,6 +128,8 @@ pytest-nb-reader:
 TORCH_FLOOR := $(shell sed -n 's/.*"torch>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 FLOOR_VENV  := .venv-torch$(TORCH_FLOOR)
 FLOOR_STAMP := $(FLOOR_VENV)/.installed
+#     No --compile-bytecode: the tests import a small part of torch (compiling all of it cost CPU
+#     time that the gates beside it need).
 $(FLOOR_STAMP): pyproject.toml | $(STAMP)
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(UV_INSTALL) --python $(FLOOR_VENV)/bin/python "torch==$(TORCH_FLOOR).*" "numpy<2" \

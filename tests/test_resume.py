@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 import torch
 from training_command import ENV, MODULE, TIMEOUT, TORCHRUN_2, run
+
+from transformer_lib.cli import main
 # dropout 0.1: every step draws random masks, so a resume that lost the generators would show
 RUN = ["--task", "reversal", "--steps", "30", "--global-batch-size", "24", "--lr", "3e-3", "--warmup", "5",
        "--size", "tiny", "--train-size", "300", "--valid-size", "40", "--seed", "1", "--log-every", "1",
@@ -51,24 +56,39 @@ def saved_step(out: Path) -> int:
     return torch.load(out / "checkpoint.pt", weights_only=True)["extra"]["step"]
 
 
-@pytest.mark.parametrize("launcher", [MODULE, TORCHRUN_2], ids=["1 process", "torchrun 2 processes"])
-def test_sigkill_then_resume_is_bit_identical(tmp_path: Path, launcher: list[str]):
-    whole = run(launcher + RUN + ["--out", str(tmp_path / "whole")])
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    killed = run_until(launcher + RUN + ["--out", str(tmp_path / "killed")], step=10, sig=signal.SIGKILL)
+LAUNCHERS = {"1 process": MODULE, "torchrun 2 processes": TORCHRUN_2}
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> Callable[[str], Path]:
+    """The uninterrupted run of each launcher, made once for the module's tests."""
+    made = {}
+
+    def get(launcher: str) -> Path:
+        if launcher not in made:
+            out = tmp_path_factory.mktemp("whole")
+            done = run(LAUNCHERS[launcher] + RUN + ["--out", str(out)])
+            assert done.returncode == 0, done.stderr[-3000:]
+            made[launcher] = out
+        return made[launcher]
+    return get
+
+
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_sigkill_then_resume_is_bit_identical(whole, tmp_path: Path, launcher: str):
+    command = LAUNCHERS[launcher]
+    killed = run_until(command + RUN + ["--out", str(tmp_path / "killed")], step=10, sig=signal.SIGKILL)
     assert killed.returncode != 0, killed.seen[-2000:]           # it did not finish
     assert not (tmp_path / "killed" / "log.json").exists()
     k = saved_step(tmp_path / "killed")                            # the last complete checkpoint
     assert 8 <= k < 30 and k % 4 == 0, k
-    resumed = run(launcher + RUN + ["--out", str(tmp_path / "killed"), "--resume"])
+    resumed = run(command + RUN + ["--out", str(tmp_path / "killed"), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resumed after step {k}" in resumed.stdout
-    assert_same_run(tmp_path / "whole", tmp_path / "killed")
+    assert_same_run(whole(launcher), tmp_path / "killed")
 
 
-def test_sigterm_writes_a_checkpoint_then_resume_is_bit_identical(tmp_path: Path):
-    whole = run(MODULE + RUN + ["--out", str(tmp_path / "whole")])
-    assert whole.returncode == 0, whole.stderr[-3000:]
+def test_sigterm_writes_a_checkpoint_then_resume_is_bit_identical(whole, tmp_path: Path):
     stopped = run_until(MODULE + RUN + ["--out", str(tmp_path / "stopped")], step=9, sig=signal.SIGTERM)
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.seen[-2000:]
     last_logged = max(int(line.split()[1]) for line in stopped.seen.splitlines() if line.startswith("step"))
@@ -76,26 +96,39 @@ def test_sigterm_writes_a_checkpoint_then_resume_is_bit_identical(tmp_path: Path
     assert "continue with --resume" in stopped.seen
     resumed = run(MODULE + RUN + ["--out", str(tmp_path / "stopped"), "--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert_same_run(tmp_path / "whole", tmp_path / "stopped")
+    assert_same_run(whole("1 process"), tmp_path / "stopped")
+
+
+def in_process(argv: list[str]) -> tuple[int, str]:
+    """`python -m transformer_lib.cli argv`, in this process: (exit status, stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exit:                                   # argparse's refusals
+            status = exit.code
+    return status, err.getvalue()
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """A folder with the checkpoint of a short finished run, to be copied and tampered with."""
     out = tmp_path_factory.mktemp("finished")
-    done = run(MODULE + RUN[:2] + ["--steps", "8"] + RUN[4:] + ["--out", str(out)])
-    assert done.returncode == 0, done.stderr[-3000:]
+    status, err = in_process(RUN[:2] + ["--steps", "8"] + RUN[4:] + ["--out", str(out)])
+    assert status == 0, err[-3000:]
     return out
 
 
-def refused(command: list[str], out: Path) -> str:
-    """Run `command`; it must exit with status 2 and leave every file in `out` as it was."""
+def refused(argv: list[str], out: Path) -> str:
+    """Run the command (in this process: refusals start no training); it must exit with
+    status 2 and leave every file in `out` as it was. The subprocess path is the same `main`
+    (the kill tests above run it)."""
     before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else None
-    done = run(command)
-    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    status, err = in_process(argv)
+    assert status == 2, (status, err[-2000:])
     after = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else None
     assert before == after                                           # nothing touched
-    return done.stderr.strip().splitlines()[-1]
+    return err.strip().splitlines()[-1]
 
 
 def copy_of(finished: Path, tmp_path: Path) -> Path:
@@ -110,19 +143,19 @@ def test_truncated_checkpoint_is_refused(finished: Path, tmp_path: Path):
     out = copy_of(finished, tmp_path)
     path = out / "checkpoint.pt"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    error = refused(MODULE + RUN + ["--out", str(out), "--resume"], out)
+    error = refused(RUN + ["--out", str(out), "--resume"], out)
     assert "--resume" in error and "not a readable checkpoint" in error
 
 
 def test_checkpoint_of_another_config_is_refused(finished: Path, tmp_path: Path):
     out = copy_of(finished, tmp_path)
-    error = refused(MODULE + RUN + ["--d-model", "64", "--out", str(out), "--resume"], out)
+    error = refused(RUN + ["--d-model", "64", "--out", str(out), "--resume"], out)
     assert "d_model: checkpoint None, this run 64" in error
 
 
 def test_checkpoint_of_another_task_is_refused(finished: Path, tmp_path: Path):
     out = copy_of(finished, tmp_path)
-    error = refused(MODULE + RUN + ["--task", "dates", "--out", str(out), "--resume"], out)
+    error = refused(RUN + ["--task", "dates", "--out", str(out), "--resume"], out)
     assert "task: checkpoint 'reversal', this run 'dates'" in error
 
 
@@ -137,13 +170,13 @@ def test_checkpoint_of_another_world_size_is_refused(finished: Path, tmp_path: P
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path: Path):
     (tmp_path / "empty").mkdir()
-    error = refused(MODULE + RUN + ["--out", str(tmp_path / "empty"), "--resume"], tmp_path / "empty")
+    error = refused(RUN + ["--out", str(tmp_path / "empty"), "--resume"], tmp_path / "empty")
     assert "--resume" in error and "no checkpoint.pt" in error
 
 
 def test_out_that_is_a_file_is_refused(tmp_path: Path):
     (tmp_path / "a_file").write_text("not a folder")
-    error = refused(MODULE + RUN + ["--out", str(tmp_path / "a_file")], tmp_path)
+    error = refused(RUN + ["--out", str(tmp_path / "a_file")], tmp_path)
     assert "--out" in error and "is a file" in error
 
 

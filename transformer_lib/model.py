@@ -17,6 +17,8 @@ from .encoder import Encoder, EncoderLayer
 from .norm import LayerNorm
 from .utils import check_positive_int, check_probability
 
+_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling  # torch<2.3
+
 # %% auto #0
 __all__ = ['TransformerConfig', 'Transformer', 'greedy_decode_simple']
 
@@ -98,30 +100,29 @@ class Transformer(nn.Module):
         return find_padding(src, tgt_in, self.config.pad_id)
 
     def encode(self, src: torch.Tensor, validate: bool = True,
-               padded: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+               padding: Padding = Padding()) -> tuple[torch.Tensor, torch.Tensor]:
         """src ids (B, S) -> (memory (B, S, d), src_key_padding_mask (B, S)).
 
         `validate=False` skips the check of the ids (it reads them back to the host) for ids
-        checked already. `padded=False` says that `src` holds no PAD: attention then runs unmasked.
+        checked already. `padding.src=False` says that `src` holds no PAD: no mask is applied.
         """
         self._check_length(src, "src")
         src_pad = padding_mask(src, self.config.pad_id)                     # (B, S) True = pad
         if validate:                                                        # host sync
-            self._check_src(src, src_pad, padded)
+            self._check_src(src, src_pad, padding.src)
         memory = self.encoder(self.src_embed(src, validate=False),
-                              src_key_padding_mask=src_pad if padded else None)  # (B, S, d)
+                              src_key_padding_mask=src_pad if padding.src else None)  # (B, S, d)
         return memory, src_pad
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor,
-               cache: DecoderCache | None = None, start: int | None = None,
-               validate: bool = True, padding: Padding = Padding()) -> torch.Tensor:
+               cache: DecoderCache | None = None, validate: bool = True,
+               padding: Padding = Padding()) -> torch.Tensor:
         """Logits of every position of `tgt_in`, reading `memory`.
 
         Args:
             tgt_in: target ids; at position 0 (no cache), a real token (BOS) in every row.
             memory: the encoder output; src_key_padding_mask: its padding (True = PAD).
-            cache: for incremental decoding, the positions decoded so far; grown in place.
-            start: the position of tgt_in[:, 0]; by default the cache's length (0 without one).
+            cache: the positions decoded so far (`tgt_in` follows them); grown in place.
             validate: check the ids (in range, BOS first); False skips that host sync, e.g. for
                 tokens a decoding loop chose itself.
             padding: `Padding(src, tgt)`: False where the memory or `tgt_in` holds no PAD, whose
@@ -130,9 +131,7 @@ class Transformer(nn.Module):
         Shapes:
             tgt_in (B, T), memory (B, S, d), src_key_padding_mask (B, S) -> logits (B, T, V).
         """
-        start = (0 if cache is None else cache.length) if start is None else start
-        if cache is not None and start != cache.length:
-            raise ValueError(f"start must be the cache's length {cache.length}, got {start}")
+        start = 0 if cache is None else cache.length
         if validate:
             self._check_tgt(tgt_in, start)
         if memory.shape[0] != tgt_in.shape[0]:
@@ -159,9 +158,12 @@ class Transformer(nn.Module):
 
         `validate` runs `check_inputs`, which also finds the batch's `padding`; with
         `validate=False`, pass what `check_inputs` returned, else both padding masks are kept.
+        Under `torch.compile` the check (it reads ids on the host) is skipped: one graph, where a
+        bad id fails in the embedding (`IndexError` on CPU, a device assert on CUDA).
         """
+        validate = validate and not _compiling()                 # a graph cannot read ids back
         padding = self.check_inputs(src, tgt_in) if validate else padding or Padding()
-        memory, src_pad = self.encode(src, validate=False, padded=padding.src)
+        memory, src_pad = self.encode(src, validate=False, padding=padding)
         return self.decode(tgt_in, memory, src_pad, validate=False, padding=padding)
 
     def _check_src(self, src: torch.Tensor, src_pad: torch.Tensor, padded: bool = True) -> None:
@@ -172,7 +174,7 @@ class Transformer(nn.Module):
             raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
                              "every source needs at least one token")
         if not padded and src_pad.any():
-            raise ValueError("padded is False, but src holds PAD")
+            raise ValueError("padding.src is False, but src holds PAD")
 
     def _check_tgt(self, tgt_in: torch.Tensor, start: int) -> None:
         self._check_length(tgt_in, "tgt_in", start)
@@ -203,14 +205,12 @@ class Transformer(nn.Module):
         final norm, copied by `EncoderLayer.from_torch` / `DecoderLayer.from_torch`) and `output`
         (an untied `nn.Linear(d, V)`); source and target share the vocabulary of V ids.
         """
-        dim, vocab = reference.output.in_features, reference.output.out_features
-        config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=dim,
-                                   nhead=reference.encoder[0].self_attn.num_heads,
-                                   num_encoder_layers=len(reference.encoder),
+        vocab, first, embedding = reference.output.out_features, reference.encoder[0], reference.source_embedding
+        config = TransformerConfig(vocab, vocab, d_model=reference.output.in_features,
+                                   nhead=first.self_attn.num_heads, num_encoder_layers=len(reference.encoder),
                                    num_decoder_layers=len(reference.decoder),
-                                   dim_feedforward=reference.encoder[0].linear1.out_features,
-                                   dropout=reference.source_embedding.dropout.p,
-                                   max_len=reference.source_embedding.table.shape[0])
+                                   dim_feedforward=first.linear1.out_features, dropout=embedding.dropout.p,
+                                   max_len=embedding.table.shape[0])
         ours = cls(config).to(reference.output.weight.device)
         with torch.no_grad():
             ours.src_embed.token.weight.copy_(reference.source_embedding.embedding.weight)

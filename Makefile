@@ -22,12 +22,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # torch==2.13.0 resolves to the same CPU build as with pip.
 UV_PIN     := $(shell grep -E '^uv==' requirements.txt)
 FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
-UV_INSTALL  = $(BIN)/uv pip install -q --index-strategy unsafe-best-match \
+UV_INSTALL  = $(BIN)/uv pip install -q --compile-bytecode --index-strategy unsafe-best-match \
 	$(addprefix --find-links ,$(FIND_LINKS)) $(if $(PIP_EXTRA_INDEX_URL),--extra-index-url $(PIP_EXTRA_INDEX_URL))
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check "$(UV_PIN)"
-	$(UV_INSTALL) --compile-bytecode --python $(BIN)/python -r requirements.txt
+	$(UV_INSTALL) --python $(BIN)/python -r requirements.txt
 	$(UV_INSTALL) --python $(BIN)/python --no-deps -e .
 	@touch $@
 
@@ -128,8 +128,6 @@ pytest-nb-reader:
 TORCH_FLOOR := $(shell sed -n 's/.*"torch>=\([0-9.]*\)".*/\1/p' pyproject.toml)
 FLOOR_VENV  := .venv-torch$(TORCH_FLOOR)
 FLOOR_STAMP := $(FLOOR_VENV)/.installed
-#     No --compile-bytecode: the tests import a small part of torch (compiling all of it cost CPU
-#     time that the gates beside it need).
 $(FLOOR_STAMP): pyproject.toml | $(STAMP)
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(UV_INSTALL) --python $(FLOOR_VENV)/bin/python "torch==$(TORCH_FLOOR).*" "numpy<2" \

@@ -159,3 +159,17 @@ def test_the_checkpoint_is_package_data():
     patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert (root / "transformer_lib" / PRETRAINED_PATH).is_file()
     assert any(fnmatch.fnmatch(PRETRAINED_PATH, p) for p in patterns["transformer_lib"])
+
+
+def test_the_front_page_shows_the_models_answers():
+    """book/intro.md's table of dates and the install example are what `pretrained()` answers."""
+    from pathlib import Path
+
+    intro = (Path(__file__).resolve().parents[1] / "book" / "intro.md").read_text(encoding="utf-8")
+    table = intro.split("| written | the model's answer |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+    assert len(rows) >= 5 and all(len(row) == 2 for row in rows), rows
+    translator = pretrained("cpu")
+    assert translator([text for text, _ in rows]) == [answer for _, answer in rows]
+    assert 'translate("9. November 1989")          # \'1989-11-09\'' in intro
+    assert translator("9. November 1989") == "1989-11-09"

@@ -150,13 +150,13 @@ def test_truncated_checkpoint_is_refused(finished: Path, tmp_path: Path):
 def test_checkpoint_of_another_config_is_refused(finished: Path, tmp_path: Path):
     out = copy_of(finished, tmp_path)
     error = refused(RUN + ["--d-model", "64", "--out", str(out), "--resume"], out)
-    assert "d_model: checkpoint None, this run 64" in error
+    assert "model.d_model: checkpoint 32, this run 64" in error
 
 
 def test_checkpoint_of_another_task_is_refused(finished: Path, tmp_path: Path):
     out = copy_of(finished, tmp_path)
     error = refused(RUN + ["--task", "dates", "--out", str(out), "--resume"], out)
-    assert "task: checkpoint 'reversal', this run 'dates'" in error
+    assert "task.name: checkpoint 'reversal', this run 'dates'" in error
 
 
 def test_checkpoint_of_another_world_size_is_refused(finished: Path, tmp_path: Path):

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple, NoReturn, TypeVar
 
-from .distributed import (CHECKPOINT_NAME, cleanup_distributed, setup_distributed,
-                                         torchrun_env)
-from .job import (SIZES, TASKS, ResumeError, Task, model_config,
+from .distributed import (CHECKPOINT_NAME, ResumeError, cleanup_distributed,
+                                         setup_distributed, torchrun_env)
+from .job import (SIZES, TASKS, RunOptions, TaskSpec, model_config,
                                  train_distributed)
-from .recipe import PRECISIONS, SCHEDULES
+from .model import TransformerConfig
+from .recipe import PRECISIONS, SCHEDULES, TrainingConfig
 from .utils import get_device
 
+_T = TypeVar("_T")
+
 # %% auto #0
-__all__ = ['make_parser', 'parse_args', 'main']
+__all__ = ['make_parser', 'Job', 'parse_args', 'main']
 
 # %% ../notebooks/10b_cli.ipynb #ea0d6c28
 def _int_at_least(low: int):
@@ -101,9 +105,18 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: Sequence[str] | None = None,
-               world_size: int | None = None) -> argparse.Namespace:
-    """Parse and check the options; a bad one exits with status 2 and a message naming it.
+class Job(NamedTuple):
+    """A parsed command line: the four dataclasses `train_distributed` takes, and the device."""
+
+    task: TaskSpec
+    model: TransformerConfig
+    recipe: TrainingConfig
+    run: RunOptions
+    device: str | None
+
+
+def parse_args(argv: Sequence[str] | None = None, world_size: int | None = None) -> Job:
+    """Parse the options into a `Job`; a bad one exits with status 2 and a message naming it.
 
     Args:
         argv: the arguments (default: `sys.argv[1:]`).
@@ -113,40 +126,46 @@ def parse_args(argv: Sequence[str] | None = None,
     parser = make_parser()
     args = parser.parse_args(argv)
     world_size = torchrun_env()[1] if world_size is None else world_size
+    options = {dest: "--" + dest.replace("_", "-") for dest in vars(args)}   # --d-model: d_model
 
-    def refuse(option: str, problem: str) -> None:
+    def refuse(option: str, problem: str) -> NoReturn:
         parser.error(f"argument {option}: {problem}")          # exits with status 2
+
+    def build(make: Callable[[], _T], fallback: str) -> _T:
+        """`make()`, whose dataclass checks its fields: its error names the field, refused
+        here as the option that set it (`fallback` when no option has the field's name)."""
+        try:
+            return make()
+        except (TypeError, ValueError) as err:
+            refuse(options.get(str(err).split()[0], fallback), str(err))
 
     if args.global_batch_size % world_size:
         refuse("--global-batch-size", f"{args.global_batch_size} is not divisible by the world "
                f"size {world_size} (the number of processes)")
-    if args.schedule == "linear" and args.warmup > args.steps:
-        refuse("--warmup", f"{args.warmup} warm-up steps do not fit in --steps {args.steps} "
-               "(the linear schedule ends at the last step)")
     if args.train_size < args.global_batch_size:
         refuse("--train-size", f"{args.train_size} training pairs cannot fill one global batch "
                f"of {args.global_batch_size}")
-    for option, value in (("--dropout", args.dropout), ("--label-smoothing", args.label_smoothing)):
-        if value >= 1:
-            refuse(option, f"must be < 1, got {value}")
     out = None if args.out is None else Path(args.out)
     if out is not None and out.exists() and not out.is_dir():
         refuse("--out", f"{out} is a file, expected a folder")
-    for option, given in (("--resume", args.resume), ("--checkpoint-every", args.checkpoint_every)):
-        if given and out is None:
-            refuse(option, f"needs --out, the folder of {CHECKPOINT_NAME}")
-    if args.resume and not (out / CHECKPOINT_NAME).is_file():
+    if args.resume and out is not None and not (out / CHECKPOINT_NAME).is_file():
         refuse("--resume", f"there is no {CHECKPOINT_NAME} in {out} to continue from")
     try:
         get_device(args.device)
     except ValueError as err:
         refuse("--device", str(err))
-    try:
-        model_config(Task(args.task, [], [], 20, 20), args.size, args.d_model, args.heads,
-                     args.layers, args.ff)
-    except ValueError as err:
-        refuse("--d-model/--heads/--layers/--ff", str(err))
-    return args
+    task = build(lambda: TaskSpec(args.task, args.train_size, args.valid_size, args.data_seed),
+                 "--task")
+    model = build(lambda: model_config(task, args.size, args.d_model, args.heads, args.layers,
+                                       args.ff, args.dropout), "--d-model/--heads/--layers/--ff")
+    recipe = build(lambda: TrainingConfig(
+        steps=args.steps, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
+        weight_decay=args.weight_decay, label_smoothing=args.label_smoothing,
+        clip=args.clip or None, seed=args.seed, precision=args.precision,
+        compile=args.compile), "--lr")
+    run = build(lambda: RunOptions(args.global_batch_size, out, args.resume,
+                                   args.checkpoint_every, args.log_every), "--out")
+    return Job(task, model, recipe, run, args.device)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,10 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0; 2 for a checkpoint that cannot be resumed; 128 + the signal that
         stopped the run (the shell's code for "killed by").
     """
-    args = parse_args(argv)
-    ctx = setup_distributed(args.device)
+    job = parse_args(argv)
+    ctx = setup_distributed(job.device)
     try:
-        log = train_distributed(args, ctx)
+        log = train_distributed(job.task, job.model, job.recipe, job.run, ctx)
     except ResumeError as err:         # every rank reads the same file, so every rank stops here
         print(f"{make_parser().prog}: error: argument --resume: {err}", file=sys.stderr)
         return 2

@@ -25,6 +25,8 @@ class DecoderLayer(nn.Module):
     Masked self-attention (tgt_mask (T, T), tgt_key_padding_mask (B, T)), then cross-attention
     from the target to the memory (memory_mask (T, S), memory_key_padding_mask (B, S)), then the
     feed-forward network — each in a `ResidualSublayer`. Boolean masks: True = may not attend.
+    While `cross_attention_record` is a list, each call appends its cross-attention weights,
+    averaged over heads, (B, T, S) (`generation.recording_cross_attention` sets it).
     """
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
@@ -37,6 +39,7 @@ class DecoderLayer(nn.Module):
         self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
         self.ff_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
         self.norm_first = norm_first
+        self.cross_attention_record: list[torch.Tensor] | None = None    # None: keep no weights
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
@@ -63,8 +66,13 @@ class DecoderLayer(nn.Module):
                                   cache=self_cache, is_causal=tgt_is_causal)[0]
 
         def cross_attention(h):   # queries from the target, keys and values from the memory
-            return self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                                   attn_mask=memory_mask, cache=cross_cache)[0]
+            record = self.cross_attention_record
+            out, weights = self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                           attn_mask=memory_mask, cache=cross_cache,
+                                           need_weights=record is not None)
+            if record is not None:
+                record.append(weights)                       # (B, T, S), averaged over heads
+            return out
 
         x = self.self_attn_sublayer(tgt, self_attention)     # (B, T, d)
         x = self.cross_attn_sublayer(x, cross_attention)     # (B, T, d)

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
 
-from .checkpoint import rng_state, save_checkpoint
+from .checkpoint import load_checkpoint, rng_state, save_checkpoint
 from .data import Batch, Pair, collate
 from .model import Transformer
 from .recipe import sequence_loss
@@ -23,7 +23,8 @@ from .utils import get_device
 
 # %% auto #0
 __all__ = ['CHECKPOINT_NAME', 'DistContext', 'torchrun_env', 'backend_for', 'setup_distributed', 'cleanup_distributed',
-           'rank_batches', 'all_reduce_sum', 'global_token_loss', 'StopRequest', 'write_checkpoint']
+           'rank_batches', 'all_reduce_sum', 'global_token_loss', 'StopRequest', 'write_checkpoint', 'ResumeError',
+           'settings_mismatch', 'resume']
 
 # %% ../notebooks/10_distributed.ipynb #6cbbe44c
 @dataclass(frozen=True)
@@ -167,3 +168,34 @@ def write_checkpoint(out: Path, model: Transformer, optimizer, scheduler, ctx: D
                         rng=states, **extra)
     if dist.is_initialized():
         dist.barrier()
+
+
+class ResumeError(ValueError):
+    """A checkpoint that this run cannot continue from (unreadable, or from another run)."""
+
+
+def settings_mismatch(saved: Mapping, current: Mapping) -> list[str]:
+    """'name: checkpoint X, this run Y' for every setting that differs."""
+    return [f"{k}: checkpoint {saved.get(k)!r}, this run {current.get(k)!r}"
+            for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
+
+
+def resume(out: Path, settings: Mapping, model: Transformer, optimizer, scheduler,
+           ctx: DistContext, restore_rng: bool = True) -> dict:
+    """Load out/checkpoint.pt into the model, optimizer, scheduler and this rank's generators,
+    after checking that it was written with the same `settings`: nothing changes if not.
+    Returns its `extra` (step, losses so far, ...)."""
+    path = out / CHECKPOINT_NAME
+    try:
+        _, saved = load_checkpoint(path, "cpu", with_extra=True)
+    except (OSError, ValueError) as err:
+        raise ResumeError(str(err)) from err
+    differ = settings_mismatch(saved.get("settings", {}), settings)
+    if differ:
+        raise ResumeError(f"{path} was written by another run: {'; '.join(differ)}")
+    try:
+        load_checkpoint(path, ctx.device, model=model, optimizer=optimizer, scheduler=scheduler,
+                        restore_rng=restore_rng, rank=ctx.rank)
+    except ValueError as err:
+        raise ResumeError(str(err)) from err
+    return saved

@@ -208,24 +208,14 @@ def recording_cross_attention(model: Transformer) -> Iterator[list[Tensor]]:
     """Within the block, each cross-attention call of `model` also computes its weights, averaged
     over heads, and appends them to the list it yields: one (B, T, S) per layer and call."""
     captured: list[Tensor] = []
-    modules = [layer.cross_attn for layer in model.decoder.layers]
-
-    def recording(module):
-        original = module.forward
-
-        def forward(*args, **kwargs):
-            out, weights = original(*args, **{**kwargs, "need_weights": True, "average_attn_weights": True})
-            captured.append(weights)
-            return out, None
-        return forward
-
-    for module in modules:
-        module.forward = recording(module)
+    layers = list(model.decoder.layers)
+    for layer in layers:
+        layer.cross_attention_record = captured            # the layers append to it, in order
     try:
         yield captured
     finally:
-        for module in modules:
-            del module.forward                     # back to the class's forward
+        for layer in layers:
+            layer.cross_attention_record = None
 
 
 @torch.no_grad()

@@ -5,11 +5,9 @@
 # %% ../notebooks/10a_job.ipynb #3da6ef6b
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
@@ -17,23 +15,22 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .checkpoint import load_checkpoint
 from .data import Pair, batches, make_reversal_data
 from .dates import (TARGET_VOCAB, encode_pairs, make_date_pairs,
                                    source_vocab)
-from .distributed import (CHECKPOINT_NAME, DistContext, StopRequest,
-                                         global_token_loss, rank_batches,
-                                         write_checkpoint)
+from .distributed import (CHECKPOINT_NAME, DistContext, ResumeError,
+                                         StopRequest, global_token_loss, rank_batches,
+                                         resume, settings_mismatch, write_checkpoint)
 from .generation import greedy
 from .model import Transformer, TransformerConfig
 from .recipe import TrainingConfig, parameter_dtype
 from .training import (StepResult, evaluate, make_optimizer,
                                       make_scheduler, run_steps)
-from .utils import seed_everything
+from .utils import check_positive_int, seed_everything
 
 # %% auto #0
-__all__ = ['SIZES', 'TASKS', 'FREE_OPTIONS', 'Task', 'make_task', 'model_config', 'ResumeError', 'run_settings',
-           'settings_mismatch', 'resume', 'train_distributed']
+__all__ = ['SIZES', 'TASKS', 'FREE_RECIPE_FIELDS', 'TaskSpec', 'Task', 'make_task', 'model_config', 'RunOptions', 'run_settings',
+           'train_distributed']
 
 # %% ../notebooks/10a_job.ipynb #45a01190
 SIZES = {
@@ -44,43 +41,60 @@ SIZES = {
 TASKS = ("reversal", "dates")
 
 
+@dataclass(frozen=True)
+class TaskSpec:
+    """Which task a job learns and how many pairs it draws (the same on every rank)."""
+
+    name: str = "reversal"
+    train_size: int = 20_000
+    valid_size: int = 500
+    data_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.name not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {self.name!r}")
+        for name in ("train_size", "valid_size"):
+            check_positive_int(getattr(self, name), name)
+        check_positive_int(self.data_seed, "data_seed", allow_zero=True)
+
+    def vocab_sizes(self) -> tuple[int, int]:
+        """(source, target) vocabulary sizes, known without drawing the data."""
+        return (20, 20) if self.name == "reversal" else (len(source_vocab()), len(TARGET_VOCAB))
+
+
 @dataclass
 class Task:
-    """A task's training and validation pairs and its vocabulary sizes."""
+    """A task's training and validation pairs."""
 
-    name: str
+    spec: TaskSpec
     train: list[Pair]
     valid: list[Pair]
-    src_vocab_size: int
-    tgt_vocab_size: int
 
 
-def make_task(name: str, train_size: int, valid_size: int, data_seed: int = 0) -> Task:
-    """The pairs of `name` ('reversal' or 'dates'); validation pairs never occur in training."""
-    if name == "reversal":
-        pairs = make_reversal_data(train_size + valid_size, vocab_size=20, seed=data_seed)
-        valid = pairs[train_size:]
+def make_task(spec: TaskSpec) -> Task:
+    """The pairs of `spec`; validation pairs never occur in training."""
+    if spec.name == "reversal":
+        pairs = make_reversal_data(spec.train_size + spec.valid_size, vocab_size=20,
+                                   seed=spec.data_seed)
+        valid, train = pairs[spec.train_size:], pairs[:spec.train_size]
         held_out = {s for s, _ in valid}
-        return Task(name, [p for p in pairs[:train_size] if p[0] not in held_out], valid, 20, 20)
-    if name == "dates":
-        src_vocab = source_vocab()
-        valid = make_date_pairs(valid_size, seed=data_seed + 1)
-        train = make_date_pairs(train_size, seed=data_seed, exclude={p.target for p in valid})
-        return Task(name, encode_pairs(train, src_vocab), encode_pairs(valid, src_vocab),
-                    len(src_vocab), len(TARGET_VOCAB))
-    raise ValueError(f"task must be one of {TASKS}, got {name!r}")
+        return Task(spec, [p for p in train if p[0] not in held_out], valid)
+    src_vocab = source_vocab()
+    valid = make_date_pairs(spec.valid_size, seed=spec.data_seed + 1)
+    train = make_date_pairs(spec.train_size, seed=spec.data_seed,
+                            exclude={p.target for p in valid})
+    return Task(spec, encode_pairs(train, src_vocab), encode_pairs(valid, src_vocab))
 
 
-def model_config(task: Task, size: str = "tiny", d_model: int | None = None,
+def model_config(task: TaskSpec, size: str = "tiny", d_model: int | None = None,
                  heads: int | None = None, layers: int | None = None, ff: int | None = None,
                  dropout: float = 0.0) -> TransformerConfig:
     """The TransformerConfig of preset `size` for `task`, with any of the overrides given."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {tuple(SIZES)}, got {size!r}")
-    preset = SIZES[size]
+    preset, (src_vocab_size, tgt_vocab_size) = SIZES[size], task.vocab_sizes()
     layers = preset["num_layers"] if layers is None else layers
-    return TransformerConfig(src_vocab_size=task.src_vocab_size,
-                             tgt_vocab_size=task.tgt_vocab_size,
+    return TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                              d_model=preset["d_model"] if d_model is None else d_model,
                              nhead=preset["nhead"] if heads is None else heads,
                              num_encoder_layers=layers, num_decoder_layers=layers,
@@ -88,87 +102,80 @@ def model_config(task: Task, size: str = "tiny", d_model: int | None = None,
                              dropout=dropout, max_len=64)
 
 # %% ../notebooks/10a_job.ipynb #82605e4c
-# options that do not change what a run computes: a resumed run may change them
-FREE_OPTIONS = ("steps", "log_every", "out", "resume", "checkpoint_every", "device", "compile")
+@dataclass(frozen=True)
+class RunOptions:
+    """How a job runs: its global batch, and where it writes (rank 0), logs and resumes."""
+
+    global_batch_size: int = 64           # examples per step over all processes
+    out: Path | None = None               # the folder of checkpoint.pt and log.json
+    resume: bool = False                  # continue from out/checkpoint.pt
+    checkpoint_every: int = 0             # also checkpoint every this many steps (0: at the end)
+    log_every: int = 100                  # print the loss every this many steps
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.global_batch_size, "global_batch_size")
+        check_positive_int(self.checkpoint_every, "checkpoint_every", allow_zero=True)
+        check_positive_int(self.log_every, "log_every")
+        for name in ("resume", "checkpoint_every"):
+            if getattr(self, name) and self.out is None:
+                raise ValueError(f"{name} needs out, the folder of {CHECKPOINT_NAME}")
 
 
-class ResumeError(ValueError):
-    """A checkpoint that this run cannot continue from (unreadable, or from another run)."""
+# recipe fields that do not change what a run computes: a resumed run may change them
+FREE_RECIPE_FIELDS = ("steps", "progress", "compile")
 
 
-def run_settings(args: argparse.Namespace, world_size: int) -> dict:
-    """What a run computes from: every option but FREE_OPTIONS, and the world size."""
-    return {**{k: v for k, v in vars(args).items() if k not in FREE_OPTIONS}, "world_size": world_size}
+def run_settings(task: TaskSpec, config: TransformerConfig, recipe: TrainingConfig,
+                 global_batch_size: int, world_size: int) -> dict:
+    """What a run computes from: the task, the model, the recipe but FREE_RECIPE_FIELDS, the
+    global batch and the world size, as 'task.name', 'model.d_model', ... -> value."""
+    parts = {"task": asdict(task), "model": config.to_dict(),
+             "recipe": {k: v for k, v in asdict(recipe).items() if k not in FREE_RECIPE_FIELDS}}
+    flat = {f"{part}.{k}": v for part, fields in parts.items() for k, v in fields.items()}
+    return flat | {"global_batch_size": global_batch_size, "world_size": world_size}
 
-
-def settings_mismatch(saved: Mapping, current: Mapping) -> list[str]:
-    """'name: checkpoint X, this run Y' for every setting that differs."""
-    return [f"{k}: checkpoint {saved.get(k)!r}, this run {current.get(k)!r}"
-            for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
-
-
-def resume(out: Path, settings: dict, model: Transformer, optimizer, scheduler, ctx: DistContext,
-           restore_rng: bool = True) -> dict:
-    """Load out/checkpoint.pt into the model, optimizer, scheduler (and this rank's generators).
-
-    Checks first that it was written by a run with the same settings: nothing is changed if not.
-    Returns its `extra` (step, losses so far, ...).
-    """
-    path = out / CHECKPOINT_NAME
-    try:
-        _, saved = load_checkpoint(path, "cpu", with_extra=True)
-    except (OSError, ValueError) as err:
-        raise ResumeError(str(err)) from err
-    differ = settings_mismatch(saved.get("settings", {}), settings)
-    if differ:
-        raise ResumeError(f"{path} was written by another run: {'; '.join(differ)}")
-    try:
-        load_checkpoint(path, ctx.device, model=model, optimizer=optimizer, scheduler=scheduler,
-                        restore_rng=restore_rng, rank=ctx.rank)
-    except ValueError as err:
-        raise ResumeError(str(err)) from err
-    return saved
 
 # %% ../notebooks/10a_job.ipynb #38c3b83e
-def train_distributed(args: argparse.Namespace, ctx: DistContext,
-                      restore: tuple[str, ...] = ("rng", "data")) -> dict:
-    """Train as configured by `args` on this rank: `run_steps` with the global token loss.
-
-    Rank 0 prints, writes out/checkpoint.pt every `--checkpoint-every` steps, at the end and on
-    SIGTERM or Ctrl-C, evaluates at the end and writes out/log.json.
+def train_distributed(task: TaskSpec, config: TransformerConfig, recipe: TrainingConfig,
+                      run: RunOptions, ctx: DistContext) -> dict:
+    """Train `config`'s model on `task` with `recipe` on this rank: `run_steps` with the global
+    token loss. Rank 0 prints, writes out/checkpoint.pt every `run.checkpoint_every` steps, at
+    the end and on SIGTERM or Ctrl-C, evaluates at the end and writes out/log.json.
 
     Args:
-        args: the options of the training command (see `cli.parse_args`).
+        task, config, recipe, run: what to learn, the model, the training recipe and how to run
+            (`cli.parse_args` makes all four from a command line).
         ctx: this process's place in the job (`setup_distributed`).
-        restore: with `--resume`, what to put back besides weights, optimizer and scheduler: the
-            generators ('rng') and the position in the data order ('data'). (The book leaves one
-            out to show why.)
 
     Returns:
         The log: the loss, gradient norm and lr of every step, the model config, `stopped_by`
         (the signal, or 0) and, after a full run, rank 0's validation loss and exact match.
     """
-    task = make_task(args.task, args.train_size, args.valid_size, args.data_seed)
-    config = model_config(task, args.size, args.d_model, args.heads, args.layers, args.ff,
-                          args.dropout)
-    recipe = TrainingConfig(steps=args.steps, lr=args.lr, warmup=args.warmup,
-                            schedule=args.schedule, weight_decay=args.weight_decay,
-                            label_smoothing=args.label_smoothing,
-                            clip=args.clip if args.clip > 0 else None, seed=args.seed,
-                            precision=args.precision, compile=args.compile)
-    _ = seed_everything(args.seed)                      # the same initial weights on every rank
-    model = Transformer(config).to(ctx.device, parameter_dtype(args.precision))
-    torch.manual_seed(args.seed + ctx.rank)             # dropout: different masks on each rank
+    return _train(task, config, recipe, run, ctx, restore=("rng", "data"))
+
+
+def _train(task: TaskSpec, config: TransformerConfig, recipe: TrainingConfig, run: RunOptions,
+           ctx: DistContext, restore: tuple[str, ...]) -> dict:
+    """`train_distributed`; a resumed run puts back what `restore` names besides the weights,
+    optimizer and scheduler: the generators ('rng'), the data order ('data'). (Chapter 10b
+    leaves one out to show why both are needed.)"""
+    if (config.src_vocab_size, config.tgt_vocab_size) != task.vocab_sizes():
+        raise ValueError(f"config has vocabularies of {config.src_vocab_size} and "
+                         f"{config.tgt_vocab_size} ids, task {task.name!r} needs {task.vocab_sizes()}")
+    data = make_task(task)
+    _ = seed_everything(recipe.seed)                    # the same initial weights on every rank
+    model = Transformer(config).to(ctx.device, parameter_dtype(recipe.precision))
+    torch.manual_seed(recipe.seed + ctx.rank)           # dropout: different masks on each rank
     wrapped = model
     if dist.is_initialized():
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         wrapped = DistributedDataParallel(model, device_ids=ids)
     optimizer = make_optimizer(model, recipe)
     scheduler = make_scheduler(optimizer, recipe)
-    settings = run_settings(args, ctx.world_size)
-    out = None if args.out is None else Path(args.out)
+    batch, world, out = run.global_batch_size, ctx.world_size, run.out and Path(run.out)
+    settings = run_settings(task, config, recipe, batch, world)
     losses, grad_norms, lrs = [], [], []
-    if args.resume:
+    if run.resume:
         saved = resume(out, settings, model, optimizer, scheduler, ctx,
                        restore_rng="rng" in restore)
         losses, grad_norms, lrs = saved["loss"], saved["grad_norm"], saved["lr"]
@@ -177,14 +184,12 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext,
         for stale in out.glob(f".{CHECKPOINT_NAME}.tmp-*"):  # left by a process killed mid-write
             stale.unlink()
     say = print if ctx.is_main else (lambda *a, **k: None)
-    batch, world = args.global_batch_size, ctx.world_size
-    say(f"{args.task}: {len(task.train):,} training pairs, {model.num_parameters():,} parameters; "
+    say(f"{task.name}: {len(data.train):,} training pairs, {model.num_parameters():,} parameters; "
         f"{world} process(es) on {ctx.device.type}, global batch {batch} = {world} x "
-        f"{batch // world}, {args.precision}"
-        + (f"; resumed after step {len(losses)}" if args.resume else ""), flush=True)
+        f"{batch // world}, {recipe.precision}"
+        + (f"; resumed after step {len(losses)}" if run.resume else ""), flush=True)
     done, stopped, start = len(losses), 0, time.perf_counter()
-    per_epoch = len(task.train) // args.global_batch_size
-    epoch, used = divmod(done, per_epoch) if "data" in restore else (0, 0)
+    epoch, used = divmod(done, len(data.train) // batch) if "data" in restore else (0, 0)
 
     def after_step(result: StepResult) -> bool:
         """Record and print the step, agree on a stop request, write checkpoints; True stops."""
@@ -192,37 +197,36 @@ def train_distributed(args: argparse.Namespace, ctx: DistContext,
         losses.append(result.loss)
         grad_norms.append(result.grad_norm)
         lrs.append(result.lr)
-        if result.step % args.log_every == 0 or result.step == args.steps:
+        if result.step % run.log_every == 0 or result.step == recipe.steps:
             say(f"step {result.step:>6}  loss {result.loss:.4f}  lr {result.lr:.2e}  "
                 f"{time.perf_counter() - start:.1f} s", flush=True)
         stopped = stop.requested(ctx.device)
-        periodic = args.checkpoint_every and result.step % args.checkpoint_every == 0
-        if out is not None and (periodic or stopped or result.step == args.steps):
-            write_checkpoint(out, model, optimizer, scheduler, ctx, task=args.task,
-                             step=result.step, world_size=ctx.world_size,
-                             global_batch_size=args.global_batch_size, settings=settings,
-                             loss=list(losses), grad_norm=list(grad_norms), lr=list(lrs))
+        periodic = run.checkpoint_every and result.step % run.checkpoint_every == 0
+        if out is not None and (periodic or stopped or result.step == recipe.steps):
+            write_checkpoint(out, model, optimizer, scheduler, ctx, task=task.name,
+                             step=result.step, world_size=world, global_batch_size=batch,
+                             settings=settings, loss=list(losses), grad_norm=list(grad_norms),
+                             lr=list(lrs))
         return bool(stopped)
 
-    shards = partial(rank_batches, task.train, args.global_batch_size, ctx.rank,
-                     ctx.world_size, args.seed)                 # shards(epoch): this rank's part
+    shards = partial(rank_batches, data.train, batch, ctx.rank, world,
+                     recipe.seed)                               # shards(epoch): this rank's part
     loss_fn = partial(global_token_loss, pad_id=config.pad_id,
-                      label_smoothing=recipe.label_smoothing, world_size=ctx.world_size)
+                      label_smoothing=recipe.label_smoothing, world_size=world)
     with StopRequest() as stop:
         step = run_steps(wrapped, optimizer, scheduler, shards, recipe, after_step,
                          loss_fn=loss_fn, step=done, epoch=epoch, skip=used)
-    log = {"task": args.task, "world_size": ctx.world_size,
-           "global_batch_size": args.global_batch_size, "steps": step, "seed": args.seed,
-           "precision": args.precision, "loss": losses, "grad_norm": grad_norms, "lr": lrs,
-           "seconds": time.perf_counter() - start, "config": config.to_dict(),
-           "stopped_by": stopped}
+    log = {"task": task.name, "world_size": world, "global_batch_size": batch, "steps": step,
+           "seed": recipe.seed, "precision": recipe.precision, "loss": losses,
+           "grad_norm": grad_norms, "lr": lrs, "seconds": time.perf_counter() - start,
+           "config": config.to_dict(), "stopped_by": stopped}
     if stopped:
         say(f"stopped by signal {stopped} after step {step}"
             + (f"; {out / CHECKPOINT_NAME} holds it: continue with --resume" if out else ""),
             flush=True)
         return log
     if ctx.is_main:                       # the plain model: the DDP wrapper needs every rank
-        result = evaluate(model, batches(task.valid, 500), config.pad_id, decode=greedy)
+        result = evaluate(model, batches(data.valid, 500), config.pad_id, decode=greedy)
         log.update(valid_loss=result["loss"], valid_exact_match=result["exact_match"])
         say(f"validation loss {log['valid_loss']:.4f}, "
             f"exact match {log['valid_exact_match']:.1%}", flush=True)

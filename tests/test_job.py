@@ -1,0 +1,41 @@
+"""transformer_lib.job: the typed job (task, model, recipe, run options) and its checks."""
+
+from pathlib import Path
+
+import pytest
+
+from transformer_lib.distributed import setup_distributed
+from transformer_lib.job import RunOptions, TaskSpec, model_config, run_settings, train_distributed
+from transformer_lib.recipe import TrainingConfig
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: TaskSpec("poetry"), "task must be one of"),
+    (lambda: TaskSpec(train_size=0), "train_size must be >= 1"),
+    (lambda: TaskSpec(data_seed=-1), "data_seed must be >= 0"),
+    (lambda: RunOptions(global_batch_size=0), "global_batch_size must be >= 1"),
+    (lambda: RunOptions(resume=True), "resume needs out"),
+    (lambda: RunOptions(checkpoint_every=5), "checkpoint_every needs out"),
+    (lambda: model_config(TaskSpec(), "huge"), "size must be one of"),
+])
+def test_bad_fields_are_refused_by_name(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_the_vocabulary_sizes_come_from_the_task():
+    reversal, dates = TaskSpec("reversal"), TaskSpec("dates")
+    assert reversal.vocab_sizes() == (20, 20)
+    config = model_config(dates, "small")
+    assert (config.src_vocab_size, config.tgt_vocab_size) == dates.vocab_sizes() != (20, 20)
+    with pytest.raises(ValueError, match="task 'reversal' needs"):
+        train_distributed(reversal, config, TrainingConfig(steps=1, warmup=1), RunOptions(),
+                          setup_distributed("cpu"))
+
+
+def test_settings_name_what_a_run_computes_from(tmp_path: Path):
+    task, recipe = TaskSpec("reversal", 100, 10), TrainingConfig(steps=10, warmup=2)
+    settings = run_settings(task, model_config(task), recipe, 32, 2)
+    assert settings["task.train_size"] == 100 and settings["model.d_model"] == 32
+    assert settings["recipe.warmup"] == 2 and settings["world_size"] == 2
+    assert not {"recipe.steps", "recipe.compile", "recipe.progress"} & set(settings)

@@ -113,7 +113,7 @@ pytest-nb:
 #     most laptops run: other rounding, same speed); elsewhere PyTorch's non-vectorized kernels.
 #     So a stored output that one machine's rounding decides fails here, on the writer's machine,
 #     not on the next reader's. One thread per worker, as in 3: two notebooks with two threads
-#     each on two cores took 7.7 instead of about 5 minutes. The thread count's effect is checked
+#     each on two cores took 7.7 instead of 6.4 minutes here. The thread count's effect is checked
 #     by tools/portability.py (all six settings, before every stop) and, for trained scores, by
 #     bench/accuracy_spread.py's record, which the chapters assert against.
 OTHER_CPU = $(shell $(BIN)/python -c "import torch; print('ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2' \

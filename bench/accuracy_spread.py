@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _record import device_name, result_path  # noqa: E402
 
 from transformer_lib import dates  # noqa: E402
-from transformer_lib.data import (PAD_ID, batches, collate,  # noqa: E402
-                                  make_reversal_data, split)
+from transformer_lib.data import (PAD_ID, batches, bucket_batches,  # noqa: E402
+                                  collate, make_reversal_data, split)
 from transformer_lib.generation import (beam_search,  # noqa: E402
                                         cross_attention_weights, greedy)
 from transformer_lib.model import (Transformer, TransformerConfig,  # noqa: E402
@@ -234,8 +234,8 @@ def chapter_09(seed: int) -> dict:
     seed_everything(seed)                            # as the chapter's training cell
     model = Transformer(config)
     shuffle = torch.Generator().manual_seed(seed)
-    valid_batches = list(dates.bucket_batches(valid_ids, 500))
-    pairs_iter = dates.bucket_batches(train_ids, recipe.BATCH_SIZE, generator=shuffle)
+    valid_batches = list(bucket_batches(valid_ids, 500))
+    pairs_iter = bucket_batches(train_ids, recipe.BATCH_SIZE, generator=shuffle)
     history = train(model, lambda epoch: pairs_iter, valid_batches,
                     dataclasses.replace(recipe.RECIPE, seed=seed))
     sources, targets = [p.source for p in test_pairs], [p.target for p in test_pairs]

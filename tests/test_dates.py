@@ -1,13 +1,14 @@
 """The date task of chapter 9: vocabulary, data generation, splits and bad input."""
 
 import datetime
+import re
 
 import pytest
 import torch
 
-from transformer_lib.data import collate
-from transformer_lib.dates import (FORMATS, LOCALES, PRETRAINED_PATH, TARGET_VOCAB, CharVocab, DatePair,
-                                   DateTranslator, bucket_batches, encode_pairs, make_date_pairs, pretrained,
+from transformer_lib.data import bucket_batches, collate
+from transformer_lib.dates import (FORMATS, LOCALES, PRETRAINED_PATH, TARGET_VOCAB, YEARS, CharVocab, DatePair,
+                                   DateTranslator, date_problem, encode_pairs, make_date_pairs, pretrained,
                                    render_date, source_vocab, translate)
 from transformer_lib.generation import cross_attention_weights
 from transformer_lib.model import Transformer, TransformerConfig
@@ -173,3 +174,43 @@ def test_the_front_page_shows_the_models_answers():
     assert translator([text for text, _ in rows]) == [answer for _, answer in rows]
     assert 'translate("9. November 1989")          # \'1989-11-09\'' in intro
     assert translator("9. November 1989") == "1989-11-09"
+
+
+# Issue 23's list: what the library answered before it checked its answers.
+OUTSIDE = {"": "is empty", "hello": "holds 0 four-digit years", "tomorrow": "holds 0 four-digit years",
+           "32 February 2019": "no date of the year 2019", "31 April 2019": "no date of the year 2019",
+           "15/02/2019": "no date of the year 2019", "15/08/2024": "no date of the year 2024",
+           "2025-03-04": "no date of the year 2025", "le 14 juillet 1789": "its year 1789 lies outside 1950-2049",
+           "1 January 1850": "its year 1850 lies outside 1950-2049"}
+
+
+@pytest.mark.parametrize("text", list(OUTSIDE))
+def test_the_translator_refuses_what_it_cannot_have_read(text):
+    translator = pretrained("cpu")
+    with pytest.raises(ValueError, match=re.escape(OUTSIDE[text])):
+        translator(text)
+    if text:
+        assert translator([text, "9. November 1989"], errors="none") == [None, "1989-11-09"]
+
+
+def test_date_problem_checks_the_year_at_both_ends():
+    assert date_problem("9. November 1989", "1989-11-09") is None
+    assert "no date of the year 1989" in date_problem("9. November 1989", "1998-11-09")    # copied wrong
+    assert "no date of the year 2019" in date_problem("29 February 2019", "2019-02-29")   # not a leap year
+    assert date_problem("29 February 2020", "2020-02-29") is None
+    assert "holds 2 four-digit years" in date_problem("1989 or 1990", "1989-01-01")
+    assert YEARS == (1950, 2049) and "outside 1950-2049" in date_problem("1 May 2050", "2050-05-01")
+    with pytest.raises(ValueError, match="errors must be 'raise' or 'none'"):
+        pretrained("cpu")("9. November 1989", errors="ignore")
+
+
+def test_the_demo_checks_as_the_library_does():
+    """demo/dates_demo.js words its refusals as date_problem and uses the same years."""
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parents[1] / "demo" / "dates_demo.js").read_text(encoding="utf-8")
+    assert f"const YEARS = [{YEARS[0]}, {YEARS[1]}];" in script
+    for words in ("four-digit years, and the dates the model learned hold one",
+                  "lies outside ${YEARS[0]}-${YEARS[1]}, the years the model learned",
+                  "which is no date of the year"):
+        assert words in script, words

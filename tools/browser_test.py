@@ -415,6 +415,21 @@ def demo_dates(per_locale: int = 2) -> tuple[list[str], list[str], list[str], li
     return texts, answers, [p.target for p in chosen], weights
 
 
+# Inputs outside what the model learned (issue 23's list): the library refuses each, and the page must
+# show no answer and the library's reason (`dates.date_problem`), word for word.
+OUTSIDE = ["hello", "tomorrow", "32 February 2019", "31 April 2019", "15/02/2019", "15/08/2024",
+           "2025-03-04", "le 14 juillet 1789", "1 January 1850"]
+
+
+def library_reasons(texts: list[str]) -> dict[str, str | None]:
+    """Why `pretrained()` refuses each text (None: it answers)."""
+    from transformer_lib.dates import date_problem, pretrained, translate
+
+    translator = pretrained("cpu")
+    answers = translate(translator.model, texts, translator.src_vocab)
+    return {t: date_problem(t, a) for t, a in zip(texts, answers)}
+
+
 def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list[str], list[str]]:
     """Drive the live demo of chapter 9; returns (failures, lines to print)."""
     def evaluate(expression: str, timeout: float = PAGE_TIMEOUT_S):
@@ -476,6 +491,18 @@ def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list
         if r["answer"] or r["kind"] != kind or needle not in r["message"] or r["waited"] > 4000:
             fails.append(f"{name} input: want no answer and a message with {needle!r} within 4 s, got answer "
                          f"{r['answer']!r}, message {r['message']!r} after {r['waited'] / 1000:.1f} s")
+    years = evaluate("document.querySelector('#dates-demo .dates-demo-range')?.textContent ?? ''")
+    if "1950 to 2049" not in years:
+        fails.append(f"the demo does not state the years it learned next to the box: {years!r}")
+    for text, reason in library_reasons(OUTSIDE).items():
+        if reason is None:
+            fails.append(f"{text!r}: pretrained() answers it; the list holds inputs it must refuse")
+            continue
+        r = type_text(text, wait_ms=15000, kind="error", needle=reason)
+        if r["answer"] or r["kind"] != "error" or reason not in r["message"]:
+            fails.append(f"{text!r}: want no answer and the library's reason {reason!r}, got answer "
+                         f"{r['answer']!r}, message {r['message']!r}")
+    lines.append(f"{len(OUTSIDE)} inputs outside what the model learned: refused by the page as by the library")
     if evaluate("1 + 1", timeout=5) != 2:
         fails.append("the page does not answer after the bad input")
     fails += js_errors(browser.events)

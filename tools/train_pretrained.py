@@ -23,8 +23,9 @@ from pathlib import Path
 import torch
 
 from transformer_lib.checkpoint import save_checkpoint
-from transformer_lib.dates import (TARGET_VOCAB, bucket_batches, encode_pairs, make_date_pairs,
-                                   source_vocab, translate)
+from transformer_lib.data import bucket_batches
+from transformer_lib.dates import (TARGET_VOCAB, encode_pairs, make_date_pairs, source_vocab,
+                                   translate)
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.recipe import TrainingConfig
 from transformer_lib.training import train

@@ -14,7 +14,7 @@ from .utils import check_positive_int, check_shape
 
 # %% auto #0
 __all__ = ['PAD_ID', 'BOS_ID', 'EOS_ID', 'FIRST_WORD_ID', 'Pair', 'make_reversal_data', 'split', 'pad_batch', 'shift_right',
-           'Batch', 'collate', 'batches', 'token_nll_simple']
+           'Batch', 'collate', 'batches', 'bucket_batches', 'token_nll_simple']
 
 # %% ../notebooks/06_data.ipynb #33bb39a8
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -106,6 +106,24 @@ def batches(pairs: Sequence[Pair], batch_size: int, shuffle: bool = False,
     order = torch.randperm(len(pairs), generator=generator).tolist() if shuffle else list(range(len(pairs)))
     for start in range(0, len(order), batch_size):
         yield collate([pairs[i] for i in order[start:start + batch_size]])
+
+# %% ../notebooks/06_data.ipynb #aebac2aa
+def bucket_batches(pairs: Sequence[Pair], batch_size: int,
+                   generator: torch.Generator | None = None, bucket: int = 32) -> Iterator[Batch]:
+    """Yield shuffled `Batch`es of pairs with similar source lengths (less padding than `batches`).
+
+    The pairs are shuffled, cut into chunks of `bucket * batch_size`, each chunk is sorted by
+    source length and cut into batches, and the batches are shuffled. One pass over `pairs`.
+    """
+    batch_size = check_positive_int(batch_size, "batch_size")
+    bucket = check_positive_int(bucket, "bucket")
+    order = torch.randperm(len(pairs), generator=generator).tolist()
+    chunk, groups = batch_size * bucket, []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start:start + chunk], key=lambda i: len(pairs[i][0]))
+        groups += [part[k:k + batch_size] for k in range(0, len(part), batch_size)]
+    for g in torch.randperm(len(groups), generator=generator).tolist():
+        yield collate([pairs[i] for i in groups[g]])
 
 # %% ../notebooks/06_data.ipynb #9f0c5369
 def token_nll_simple(logits: torch.Tensor, labels: torch.Tensor,

@@ -9,7 +9,7 @@ import datetime
 import importlib.resources
 import random
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -17,20 +17,21 @@ from babel import Locale, UnknownLocaleError
 from babel.dates import format_date, get_date_format
 
 from .checkpoint import load_checkpoint
-from .data import Batch, Pair, collate
+from .data import Pair, collate
 from .generation import greedy
 from .model import Transformer
 from .utils import check_positive_int, get_device
 
 # %% auto #0
-__all__ = ['LOCALES', 'FORMATS', 'NAMED_FORMATS', 'TARGET_VOCAB', 'PRETRAINED_PATH', 'DatePair', 'date_pattern', 'render_date',
-           'make_date_pairs', 'CharVocab', 'source_vocab', 'encode_pairs', 'bucket_batches', 'translate',
+__all__ = ['LOCALES', 'FORMATS', 'NAMED_FORMATS', 'YEARS', 'TARGET_VOCAB', 'PRETRAINED_PATH', 'DatePair', 'date_pattern',
+           'render_date', 'make_date_pairs', 'CharVocab', 'source_vocab', 'encode_pairs', 'translate', 'date_problem',
            'DateTranslator', 'pretrained']
 
 # %% ../notebooks/09_dates.ipynb #22d2a872
 LOCALES = ("en", "de", "fr", "es", "pt", "it", "nl", "ru", "zh", "ja")
 FORMATS = ("medium", "long", "full", "d MMM y", "d MMMM y", "EEE, d MMM y", "MMMM d, y", "dd.MM.y")
 NAMED_FORMATS = ("short", "medium", "long", "full")
+YEARS = (1950, 2049)                  # the years make_date_pairs draws (both included)
 
 
 class DatePair(NamedTuple):
@@ -85,7 +86,7 @@ def _check_year_range(year_range: tuple[int, int]) -> tuple[int, int]:
 
 
 def make_date_pairs(num: int, locales: Sequence[str] = LOCALES, formats: Sequence[str] = FORMATS,
-                    seed: int = 0, year_range: tuple[int, int] = (1950, 2049),
+                    seed: int = 0, year_range: tuple[int, int] = YEARS,
                     exclude: Iterable[str] = ()) -> list[DatePair]:
     """`num` DatePairs: a date uniform in `year_range` (both years included), then a locale and a format.
 
@@ -167,33 +168,20 @@ def encode_pairs(pairs: Sequence[DatePair], src_vocab: CharVocab, tgt_vocab: Cha
     """DatePairs -> (source ids, target ids), both ending with EOS, for `data.collate` and `data.batches`."""
     return [(src_vocab.encode(p.source), tgt_vocab.encode(p.target)) for p in pairs]
 
-# %% ../notebooks/09_dates.ipynb #57e01e91
-def bucket_batches(pairs: Sequence[Pair], batch_size: int, generator: torch.Generator | None = None,
-                   bucket: int = 32) -> Iterator[Batch]:
-    """Yield shuffled `Batch`es of pairs with similar source lengths (less padding than `data.batches`).
-
-    The pairs are shuffled, cut into chunks of `bucket * batch_size`, each chunk is sorted by source
-    length and cut into batches, and the batches are shuffled. One pass over `pairs`.
-    """
-    batch_size = check_positive_int(batch_size, "batch_size")
-    bucket = check_positive_int(bucket, "bucket")
-    order = torch.randperm(len(pairs), generator=generator).tolist()
-    chunk, groups = batch_size * bucket, []
-    for start in range(0, len(order), chunk):
-        part = sorted(order[start:start + chunk], key=lambda i: len(pairs[i][0]))
-        groups += [part[k:k + batch_size] for k in range(0, len(part), batch_size)]
-    for g in torch.randperm(len(groups), generator=generator).tolist():
-        yield collate([pairs[i] for i in groups[g]])
-
 # %% ../notebooks/09_dates.ipynb #3b84760d
 @torch.no_grad()
 def translate(model: Transformer, texts: Sequence[str], src_vocab: CharVocab, tgt_vocab: CharVocab = TARGET_VOCAB,
               batch_size: int = 500, max_new_tokens: int = 12, decode=None) -> list[str]:
-    """Translate `texts` with `decode(model, src, max_new_tokens)` (default: cached greedy), in batches."""
+    """What the model writes for each of `texts`, unchecked (`DateTranslator` checks it), with
+    `decode(model, src, max_new_tokens)` (default: cached greedy), in batches."""
+    longest = model.config.max_len - 1                                        # one position for EOS
+    for i, text in enumerate(texts):
+        if not text.strip() or len(text) > longest:
+            raise ValueError(f"texts[{i}] is empty: there is no date to translate" if not text.strip()
+                             else f"texts[{i}] has {len(text)} characters; the model reads at most {longest}")
     decode = decode or (lambda m, src, n: greedy(m, src, n, use_cache=True))
-    device = next(model.parameters()).device
+    device, out = next(model.parameters()).device, []
     model.eval()
-    out = []
     for start in range(0, len(texts), batch_size):
         part = [src_vocab.encode(t) for t in texts[start:start + batch_size]]
         src = collate([(s, (tgt_vocab.eos_id,)) for s in part]).src.to(device)
@@ -204,11 +192,30 @@ def translate(model: Transformer, texts: Sequence[str], src_vocab: CharVocab, tg
 PRETRAINED_PATH = "pretrained/dates.pt"                   # package data of transformer_lib
 
 
+def date_problem(text: str, answer: str, years: tuple[int, int] = YEARS) -> str | None:
+    """Why `answer` cannot be the date that `text` writes, or None. Every date the model learned
+    holds one four-digit year within `years`, and the answer must be a date of that year."""
+    found = re.findall(r"(?<!\d)\d{4}(?!\d)", text)
+    if len(found) != 1:
+        return f"it holds {len(found)} four-digit years, and the dates the model learned hold one"
+    if not years[0] <= int(found[0]) <= years[1]:
+        return f"its year {found[0]} lies outside {years[0]}-{years[1]}, the years the model learned"
+    try:
+        date = datetime.date.fromisoformat(answer) if len(answer) == 10 else None
+    except ValueError:
+        date = None
+    if date is None or date.year != int(found[0]):
+        return f"the model wrote {answer!r}, which is no date of the year {found[0]}"
+    return None
+
+
 class DateTranslator:
     """A trained date model and its source vocabulary: `translator(texts)` writes ISO dates (greedy).
+    An answer that cannot be the date of its text (`date_problem`) is refused: `errors="raise"`
+    raises a ValueError naming the text and why; `errors="none"` gives None, keeping the others.
 
     Args:
-        model: a `Transformer` trained on `make_date_pairs` data.
+        model: a `Transformer` trained on `make_date_pairs` data (years `YEARS`).
         src_vocab: the `CharVocab` the model reads.
         info: what was saved with the weights (for `pretrained()`: recipe, seed, command, test exact match).
     """
@@ -216,29 +223,27 @@ class DateTranslator:
     def __init__(self, model: Transformer, src_vocab: CharVocab, info: dict | None = None):
         self.model, self.src_vocab, self.info = model.eval(), src_vocab, dict(info or {})
 
-    def __call__(self, texts: str | Sequence[str]) -> str | list[str]:
+    def __call__(self, texts: str | Sequence[str], errors: str = "raise") -> str | None | list[str | None]:
         """One date (a str) -> its ISO form; a sequence of dates -> a list of them (`translate`)."""
         single = isinstance(texts, str)
         texts = [texts] if single else texts
         if not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
             raise TypeError(f"texts must be a str or a sequence of str, got {type(texts).__name__}")
-        longest = self.model.config.max_len - 1                                  # one position for EOS
-        for i, text in enumerate(texts):
-            if len(text) > longest:
-                raise ValueError(f"texts[{i}] has {len(text)} characters; the model reads at most {longest}")
+        if errors not in ("raise", "none"):
+            raise ValueError(f"errors must be 'raise' or 'none', got {errors!r}")
         out = translate(self.model, texts, self.src_vocab)
+        for i, (text, answer) in enumerate(zip(texts, out)):
+            problem = date_problem(text, answer)
+            if problem and errors == "raise":
+                raise ValueError(f"texts[{i}] {text!r} is not translated: {problem}")
+            out[i] = None if problem else answer
         return out[0] if single else out
 
 
 def pretrained(device: str | torch.device | None = None) -> DateTranslator:
-    """Chapter 9's model, shipped with the library (nothing is downloaded): `pretrained()("15. Februar 2019")`.
-
-    Written by `tools/train_pretrained.py` with chapter 9's recipe; `.info` holds the recipe, the seed, the
-    command and the greedy exact match on the 2,000 held-out test dates.
-
-    Args:
-        device: where the model runs (default `get_device()`).
-    """
+    """Chapter 9's model, shipped with the library (nothing is downloaded), on `device` (default
+    `get_device()`): `pretrained()("15. Februar 2019")`. Written by `tools/train_pretrained.py` with
+    chapter 9's recipe; `.info` holds the recipe, the seed, the command and the test exact match."""
     resource = importlib.resources.files("transformer_lib") / PRETRAINED_PATH
     with importlib.resources.as_file(resource) as path:
         model, info = load_checkpoint(path, map_location="cpu", with_extra=True)

@@ -60,7 +60,7 @@ gates: setup
 	$(MAKE) --no-print-directory pytest-strict
 	$(call done,strict pass (library tests and notebooks))
 	$(MAKE) --no-print-directory pytest-nb-reader
-	$(call done,second strict pass (other kernels and thread count))
+	$(call done,second strict pass (other kernels))
 
 # Output to logs, shown when a step fails, so that it does not interleave with the gates'.
 beside-gates: setup

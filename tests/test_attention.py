@@ -237,7 +237,7 @@ def test_padding_and_build_masks_properties(B, S, T, pad_id, seed):
         assert torch.equal(dense["decoder_self"][b], (j > i) | (tgt[b] == pad_id))
         assert torch.equal(dense["cross"][b], (src[b] == pad_id).expand(T, S))
     assert set(masks.as_kwargs()) == {"src_key_padding_mask", "tgt_mask", "tgt_key_padding_mask",
-                                      "memory_key_padding_mask"}
+                                      "memory_key_padding_mask", "tgt_is_causal"}
 
 
 def test_param_count_independent_of_heads():

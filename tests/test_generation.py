@@ -164,3 +164,15 @@ def test_bad_source_ids_are_still_refused_by_the_decoders():
     for decode in (greedy, sample):
         with pytest.raises(ValueError, match=r"src contains id 99, outside \[0, vocab_size=16\)"):
             decode(make_model(), bad, 5)
+
+
+def test_each_decoding_state_is_a_class_with_the_same_methods():
+    from transformer_lib.generation import CachedDecoding, NoCacheDecoding
+    from transformer_lib.preallocated_cache import CompiledDecoding, PreallocatedDecoding
+
+    model = make_model(seed=3)
+    for kind in (NoCacheDecoding, CachedDecoding, PreallocatedDecoding, CompiledDecoding):
+        assert all(callable(getattr(kind, name, None)) for name in ("__init__", "__call__", "select"))
+    reference = greedy(model, SRC, 8, use_cache=False)
+    for kind in (NoCacheDecoding, CachedDecoding, True, PreallocatedDecoding):
+        assert torch.equal(greedy(model, SRC, 8, use_cache=kind), reference)

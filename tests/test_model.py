@@ -199,3 +199,39 @@ def test_bad_config(overrides, match):
 def test_config_type_checked():
     with pytest.raises(TypeError, match="config must be a TransformerConfig"):
         Transformer({"d_model": 8})
+
+
+def test_one_call_checks_its_inputs_once_at_the_boundary(monkeypatch):
+    """The model checks a batch once; the layers inside it check nothing again."""
+    import transformer_lib.model as model_module
+    from transformer_lib.decoder import DecoderLayer
+    from transformer_lib.embedding import TransformerEmbedding
+    from transformer_lib.encoder import EncoderLayer
+    from transformer_lib.multihead import MultiHeadAttention
+    from transformer_lib.norm import LayerNorm
+
+    model, (src, tgt) = small(), batch()
+    inner = [m for m in model.modules() if hasattr(m, "validate_inputs")]
+    assert len(inner) > 10 and not any(m.validate_inputs for m in inner)
+    layer_checks, id_checks = [], []
+    for cls in (MultiHeadAttention, EncoderLayer, DecoderLayer, TransformerEmbedding, LayerNorm):
+        monkeypatch.setattr(cls, "check_inputs", lambda self, *a, **k: layer_checks.append(self))
+    check_ids = model_module.check_token_ids
+    monkeypatch.setattr(model_module, "check_token_ids", lambda *a: id_checks.append(a[-1]) or check_ids(*a))
+    with torch.no_grad():
+        model(src, tgt)
+    assert layer_checks == [] and id_checks == ["src", "tgt_in"]
+
+
+def test_a_layer_used_alone_still_checks_its_input():
+    from transformer_lib.decoder import DecoderLayer
+    from transformer_lib.encoder import EncoderLayer
+    from transformer_lib.multihead import MultiHeadAttention
+    from transformer_lib.norm import LayerNorm
+
+    x = torch.zeros(2, 3, 8)                                   # d = 8, where 16 is expected
+    for layer in (MultiHeadAttention(16, 2), EncoderLayer(16, 2, 32), LayerNorm(16)):
+        with pytest.raises(ValueError, match=r"must have shape \[.*16\], got \[2, 3, 8\]"):
+            layer(x, x, x) if isinstance(layer, MultiHeadAttention) else layer(x)
+    with pytest.raises(ValueError, match="memory must have shape"):
+        DecoderLayer(16, 2, 32)(torch.zeros(2, 3, 16), torch.zeros(3, 4, 16))

@@ -8,8 +8,8 @@ from torch._dynamo.utils import counters
 import transformer_lib.preallocated_cache as preallocated
 from test_generation import SRC, make_model       # the same tiny model and sources as chapter 7's tests
 from transformer_lib.generation import beam_search, decode_step, greedy, sample, start_cache
-from transformer_lib.preallocated_cache import (CompiledDecoding, PreallocatedCache, PreallocatedDecoding,
-                                                preallocated_decode_step)
+from transformer_lib.model import Transformer
+from transformer_lib.preallocated_cache import CompiledDecoding, PreallocatedCache, PreallocatedDecoding
 
 
 @pytest.fixture
@@ -35,8 +35,8 @@ def test_step_logits_match_the_growing_cache_and_keep_every_address(norm_first, 
     for t in range(prefix.shape[1]):
         expected, growing = decode_step(model, prefix[:, t:t + 1], growing)
         fixed.position.fill_(t)
-        torch.testing.assert_close(preallocated_decode_step(model, prefix[:, t:t + 1], fixed), expected,
-                                   atol=1e-5, rtol=1e-5)
+        logits = model.decode(prefix[:, t:t + 1], cache=fixed, validate=False)[:, -1]   # the one decoder
+        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
         assert [(t.shape, t.data_ptr()) for t in fixed.tensors()] == layout
     assert fixed.blocked[:, :7].equal(prefix.eq(0)) and fixed.blocked[:, 7:].all()
 
@@ -44,8 +44,9 @@ def test_step_logits_match_the_growing_cache_and_keep_every_address(norm_first, 
 def test_the_step_traces_to_one_graph_without_breaks():
     model = make_model()
     memory, pad = model.encode(SRC)
-    report = torch._dynamo.explain(preallocated_decode_step)(model, torch.ones(2, 1, dtype=torch.long),
-                                                             PreallocatedCache(model, memory, pad, 8))
+    report = torch._dynamo.explain(Transformer.decode)(model, torch.ones(2, 1, dtype=torch.long),
+                                                       cache=PreallocatedCache(model, memory, pad, 8),
+                                                       validate=False)
     assert (report.graph_count, report.graph_break_count) == (1, 0), report.break_reasons
 
 
@@ -117,5 +118,22 @@ def test_fill_refuses_memory_of_another_shape():
 
 @pytest.mark.parametrize("kind", ["static", 1, None])
 def test_unknown_cache_kind_is_refused(kind):
-    with pytest.raises(TypeError, match="use_cache must be True, False or a callable"):
+    with pytest.raises(TypeError, match="use_cache must be True, False or a decoding state class"):
         greedy(make_model(), SRC, 4, use_cache=kind)
+
+
+def test_one_method_projects_the_memory_for_every_cache():
+    """The growing cache, the preallocated one and the ONNX encoder hold the same cross-attention
+    keys and values: each comes from `MultiHeadAttention.project_keys_values`."""
+    from transformer_lib.deploy import OnnxEncoder
+
+    model = make_model(seed=4)
+    memory, pad = model.encode(SRC)
+    _, grown = decode_step(model, torch.ones(2, 1, dtype=torch.long), start_cache(model, memory, pad))
+    fixed = PreallocatedCache(model, memory, pad, 8)
+    cross_k, cross_v, _ = OnnxEncoder(model)(SRC)
+    for i, layer in enumerate(model.decoder.layers):
+        key, value = layer.cross_attn.project_keys_values(memory, memory)
+        for cache in (grown.cross_attn[i], fixed.cross_attn[i]):
+            assert torch.equal(cache.key, key) and torch.equal(cache.value, value)
+        assert torch.equal(cross_k[i], key) and torch.equal(cross_v[i], value)

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 import torch
@@ -17,7 +16,7 @@ from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
 __all__ = ['to_additive_mask', 'to_sdpa_mask', 'fully_masked_rows', 'check_mask_dtype', 'attention', 'causal_mask',
-           'padding_mask', 'TransformerMasks', 'build_masks', 'Padding', 'find_padding']
+           'padding_mask', 'TransformerMasks', 'build_masks', 'Padding', 'call_masks', 'find_padding']
 
 # %% ../notebooks/02_attention.ipynb #5e06a748
 def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -49,8 +48,8 @@ def check_mask_dtype(mask: Tensor, name: str) -> None:
 
 
 def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
-                          is_causal: bool = False) -> None:
-    """The argument checks of `attention`, kept out of its formula."""
+                          dropout_p: float, is_causal: bool) -> None:
+    """The argument checks of `attention`, at its public entry, kept out of its formula."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -68,8 +67,39 @@ def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tenso
                              f"got {list(mask.shape)}")
     if is_causal and Lq != Lk:
         raise ValueError(f"is_causal needs as many queries as keys, got Lq = {Lq} and Lk = {Lk}")
+    check_probability(dropout_p, "dropout_p")
 
 
+def _with_future(mask: Tensor | None, Lq: int, device: torch.device) -> Tensor:
+    """`mask` with the causal mask (Lq, Lq) added: the union of what both forbid."""
+    future = causal_mask(Lq, device=device)                                    # (Lq, Lk)
+    if mask is None:
+        return future
+    return future | mask if mask.dtype == torch.bool else to_additive_mask(future, mask.dtype) + mask
+
+
+def _unmask_dead_rows(mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
+    """The mask with its fully masked rows opened (no 0/0 in softmax), and those rows (..., Lq, 1)."""
+    if mask is None:
+        return None, None
+    dead = fully_masked_rows(mask)                                             # (..., Lq, 1)
+    return (mask & ~dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)), dead
+
+
+def _sdpa(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, dropout_p: float,
+          is_causal: bool) -> Tensor:
+    """`F.scaled_dot_product_attention` with our mask convention (bool True = may not attend)."""
+    if mask is not None:
+        mask = to_sdpa_mask(mask if mask.dtype == torch.bool else mask.to(query.dtype))
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p,
+                                          is_causal=is_causal)
+
+
+def _zero_rows(x: Tensor, dead: Tensor | None) -> Tensor:
+    """`x` (..., Lq, n) with the rows `dead` (..., Lq, 1) set to zero."""
+    return x if dead is None else x.masked_fill(dead, 0.0)
+
+# %% ../notebooks/02_attention.ipynb #a77e0c11
 def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
               dropout_p: float = 0.0, fused: bool = False,
               is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -87,36 +117,26 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
         query (..., Lq, d_k), key (..., Lk, d_k), value (..., Lk, d_v), mask broadcastable to
         (..., Lq, Lk) -> output (..., Lq, d_v), weights (..., Lq, Lk) or None when `fused`.
     """
-    _check_attention_args(query, key, value, mask, is_causal)
-    dropout_p = check_probability(dropout_p, "dropout_p")
-    if is_causal and (mask is not None or not fused):                          # materialize it
-        future = causal_mask(query.shape[-2], device=query.device)             # (Lq, Lk)
-        mask = future if mask is None else (future | mask if mask.dtype == torch.bool
-                                            else to_additive_mask(future, mask.dtype) + mask)
-        is_causal = False
-    dead = None if mask is None else fully_masked_rows(mask)                   # (..., Lq, 1)
-    if dead is not None:                                                       # un-mask dead rows: no 0/0
-        mask = mask & ~dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)
+    _check_attention_args(query, key, value, mask, dropout_p, is_causal)
+    return _attention(query, key, value, mask, dropout_p, fused, is_causal)
+
+
+def _attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+               dropout_p: float = 0.0, fused: bool = False,
+               is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    """`attention` without its argument checks, for callers that checked them (multi-head)."""
+    if is_causal and (mask is not None or not fused):     # the flag only where SDPA takes it
+        mask, is_causal = _with_future(mask, query.shape[-2], query.device), False
+    mask, dead = _unmask_dead_rows(mask)                  # dead: rows with nothing to read
     if fused:
-        sdpa_mask = None if mask is None else to_sdpa_mask(mask if mask.dtype == torch.bool
-                                                           else mask.to(query.dtype))
-        output = F.scaled_dot_product_attention(query, key, value, attn_mask=sdpa_mask,
-                                                dropout_p=dropout_p,
-                                                is_causal=is_causal)           # (..., Lq, d_v)
-        weights = None
-    else:
-        scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Lq, Lk)
-        if mask is not None:
-            scores = scores + to_additive_mask(mask, scores.dtype)            # + M
-        weights = scores.softmax(dim=-1)                                      # (..., Lq, Lk)
-        if dead is not None:
-            weights = weights.masked_fill(dead, 0.0)                          # nothing to read: 0
-        if dropout_p > 0.0:
-            weights = F.dropout(weights, p=dropout_p)
-        output = weights @ value                                              # (..., Lq, d_v)
-    if dead is not None:
-        output = output.masked_fill(dead, 0.0)                                # (..., Lq, d_v)
-    return output, weights
+        return _zero_rows(_sdpa(query, key, value, mask, dropout_p, is_causal), dead), None
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])    # (..., Lq, Lk)
+    if mask is not None:
+        scores = scores + to_additive_mask(mask, scores.dtype)              # + M
+    weights = _zero_rows(scores.softmax(dim=-1), dead)                      # (..., Lq, Lk)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return _zero_rows(weights @ value, dead), weights                       # (..., Lq, d_v)
 
 # %% ../notebooks/02_attention.ipynb #86dae51f
 def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
@@ -136,25 +156,29 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return tokens.eq(pad_id)
 
 # %% ../notebooks/02_attention.ipynb #b89a0968
-@dataclass(frozen=True)
-class TransformerMasks:
-    """The masks of one encoder-decoder batch, named as in `torch.nn.Transformer` (True = may not attend).
+class TransformerMasks(NamedTuple):
+    """The masks of one encoder-decoder batch, named as in `torch.nn.Transformer` (True = may
+    not attend). None: nothing to mask (a batch without PAD). `tgt_is_causal`: the causal mask
+    as a flag instead of `tgt_mask` (a flash kernel may then run).
 
-    src_key_padding_mask (B, S), tgt_mask (T, T), tgt_key_padding_mask (B, T),
-    memory_key_padding_mask (B, S).
+    Shapes:
+        src_key_padding_mask (B, S), tgt_mask (T, Lk), tgt_key_padding_mask (B, Lk),
+        memory_key_padding_mask (B, S); Lk = T, or t + T after t cached positions.
     """
 
-    src_key_padding_mask: Tensor
-    tgt_mask: Tensor
-    tgt_key_padding_mask: Tensor
-    memory_key_padding_mask: Tensor
+    src_key_padding_mask: Tensor | None = None
+    tgt_mask: Tensor | None = None
+    tgt_key_padding_mask: Tensor | None = None
+    memory_key_padding_mask: Tensor | None = None
+    tgt_is_causal: bool = False
 
-    def as_kwargs(self) -> dict[str, Tensor]:
+    def as_kwargs(self) -> dict[str, Tensor | bool | None]:
         """Keyword arguments for `nn.Transformer.forward` (and this book's model)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return self._asdict()
 
     def dense(self) -> dict[str, Tensor]:
-        """The full bool mask of each attention: encoder_self (B, S, S), decoder_self (B, T, T), cross (B, T, S)."""
+        """The full bool mask of each attention, of masks made by `build_masks`: encoder_self
+        (B, S, S), decoder_self (B, T, T), cross (B, T, S)."""
         src, tgt, mem = self.src_key_padding_mask, self.tgt_key_padding_mask, self.memory_key_padding_mask
         S, T = src.shape[1], tgt.shape[1]
         return {
@@ -183,6 +207,21 @@ class Padding(NamedTuple):
 
     src: bool = True
     tgt: bool = True
+
+
+def call_masks(src_pad: Tensor | None, tgt_pad: Tensor, padding: Padding = Padding(), cache=None,
+               start: int | Tensor = 0) -> TransformerMasks:
+    """The masks of one call of the model, made once: src_pad (B, S) and tgt_pad (B, T) (True =
+    PAD), for target positions start ... start + T - 1 after a decoding cache's positions (the
+    cache records their padding). None where `padding` says there is no PAD; without a cache
+    and PAD in the target, the causal mask is the flag `tgt_is_causal`."""
+    T = tgt_pad.shape[1]
+    src_pad = src_pad if padding.src else None                                     # (B, S)
+    if cache is None and not padding.tgt:
+        return TransformerMasks(src_pad, None, None, src_pad, tgt_is_causal=T > 1)
+    keys_pad = tgt_pad if cache is None else cache.append_padding(tgt_pad)         # (B, Lk)
+    future = None if T == 1 else causal_mask(start + T, tgt_pad.device)[start:]    # (T, Lk)
+    return TransformerMasks(src_pad, future, keys_pad, src_pad)
 
 
 def find_padding(src: Tensor, tgt_in: Tensor, pad_id: int) -> Padding:

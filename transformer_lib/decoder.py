@@ -14,6 +14,7 @@ from .multihead import KVCache, MultiHeadAttention
 from .encoder import copy_feed_forward, copy_norm, independent_copies, torch_layer_arguments
 from .feedforward import FeedForward
 from .norm import ResidualSublayer
+from .utils import trust_inputs
 
 # %% auto #0
 __all__ = ['DecoderLayer', 'DecoderCache', 'Decoder']
@@ -40,8 +41,22 @@ class DecoderLayer(nn.Module):
         self.ff_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
         self.norm_first = norm_first
         self.cross_attention_record: list[torch.Tensor] | None = None    # None: keep no weights
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        trust_inputs(self)                   # its parts: checked here, once
 
-    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
+    def check_inputs(self, tgt: torch.Tensor, memory: torch.Tensor | None,
+                     tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                     tgt_key_padding_mask: torch.Tensor | None = None,
+                     memory_key_padding_mask: torch.Tensor | None = None,
+                     cache: tuple[KVCache, KVCache] | None = None, tgt_is_causal: bool = False) -> None:
+        self_cache, cross_cache = (None, None) if cache is None else cache
+        self.self_attn.check_inputs(tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask, self_cache, tgt_is_causal)
+        if memory is not None and (memory.dim() != 3 or memory.shape[0] != tgt.shape[0]):
+            raise ValueError(f"memory must have shape [B, S, d] with the batch size of tgt (B={tgt.shape[0]}), "
+                             f"got memory {list(memory.shape)} and tgt {list(tgt.shape)}")
+        self.cross_attn.check_inputs(tgt, memory, memory, memory_key_padding_mask, memory_mask, cross_cache)
+
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
                 memory_key_padding_mask: torch.Tensor | None = None,
                 cache: tuple[KVCache, KVCache] | None = None,
@@ -50,16 +65,17 @@ class DecoderLayer(nn.Module):
 
         `tgt_is_causal=True` applies the causal mask as a flag (then `tgt_mask` must be None): the
         fused attention can then use a flash kernel, which no materialized mask allows on CUDA.
+        `memory` may be None once the cross-attention cache holds its keys and values.
 
         Shapes:
             tgt (B, T, d), memory (B, S, d), tgt_mask (T, Lk), tgt_key_padding_mask (B, Lk),
             memory_mask (T, S), memory_key_padding_mask (B, S) -> (B, T, d); Lk = T, or t + T
             with a cache of t positions.
         """
+        if self.validate_inputs:
+            self.check_inputs(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                              memory_key_padding_mask, cache, tgt_is_causal)
         self_cache, cross_cache = (None, None) if cache is None else cache
-        if memory.dim() != 3 or memory.shape[0] != tgt.shape[0]:
-            raise ValueError(f"memory must have shape [B, S, d] with the batch size of tgt (B={tgt.shape[0]}), "
-                             f"got memory {list(memory.shape)} and tgt {list(tgt.shape)}")
 
         def self_attention(h):    # queries, keys, values: the target prefix
             return self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
@@ -88,17 +104,17 @@ class DecoderLayer(nn.Module):
         for ours, theirs in ((new.self_attn_sublayer, module.norm1), (new.cross_attn_sublayer, module.norm2),
                              (new.ff_sublayer, module.norm3)):
             copy_norm(ours.norm, theirs)
-        return new.to(module.linear1.weight.device, module.linear1.weight.dtype)
+        return trust_inputs(new).to(module.linear1.weight.device, module.linear1.weight.dtype)
 
 
 @dataclass
 class DecoderCache:
-    """What incremental decoding keeps between steps.
+    """What incremental decoding keeps between steps: the growing cache.
 
     Args:
         self_attn: one growing `KVCache` per decoder layer; cross_attn: one static `KVCache` per layer.
-        memory: the encoder output; memory_pad: its padding (True = PAD).
-        tgt_pad: True where a cached target position is PAD.
+        memory: the encoder output (None once the cross-attention caches hold its keys and values);
+        memory_pad: its padding (True = PAD). tgt_pad: True where a cached target position is PAD.
 
     Shapes:
         self_attn[i].key/value (B, H, t, d_k), cross_attn[i].key/value (B, H, S, d_k),
@@ -107,7 +123,7 @@ class DecoderCache:
 
     self_attn: list[KVCache]
     cross_attn: list[KVCache]
-    memory: torch.Tensor
+    memory: torch.Tensor | None
     memory_pad: torch.Tensor
     tgt_pad: torch.Tensor
 
@@ -118,12 +134,19 @@ class DecoderCache:
                    memory, memory_pad, memory_pad.new_zeros(memory_pad.shape[0], 0))
 
     @property
-    def length(self) -> int:
+    def position(self) -> int:
+        """Where the next target token goes: the number of cached positions t."""
         return self.tgt_pad.shape[1]
+
+    def append_padding(self, tgt_pad: torch.Tensor) -> torch.Tensor:
+        """Record the padding (B, T) of T new positions; return that of all keys, (B, t + T)."""
+        self.tgt_pad = torch.cat([self.tgt_pad, tgt_pad], dim=1)
+        return self.tgt_pad
 
     def select(self, rows: torch.Tensor | None = None) -> DecoderCache:
         """The cache of batch rows `rows` (B',) (to reorder beams), or a copy to grow when None."""
-        pick = (lambda x: x) if rows is None else (lambda x: x.index_select(0, rows))  # noqa: E731
+        def pick(x):
+            return x if rows is None or x is None else x.index_select(0, rows)
         return DecoderCache([c.select(rows) for c in self.self_attn], [c.select(rows) for c in self.cross_attn],
                             pick(self.memory), pick(self.memory_pad), pick(self.tgt_pad))
 
@@ -140,11 +163,17 @@ class Decoder(nn.Module):
         super().__init__()
         self.layers = independent_copies(layer, num_layers)
         self.norm = norm
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        trust_inputs(self)
 
-    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
                 memory_key_padding_mask: torch.Tensor | None = None,
                 cache: DecoderCache | None = None, tgt_is_causal: bool = False) -> torch.Tensor:
+        if self.validate_inputs:
+            first = None if cache is None else (cache.self_attn[0], cache.cross_attn[0])
+            self.layers[0].check_inputs(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                        memory_key_padding_mask, first, tgt_is_causal)
         x = tgt
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else (cache.self_attn[i], cache.cross_attn[i])

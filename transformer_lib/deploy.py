@@ -30,8 +30,8 @@ class OnnxEncoder(nn.Module):
     """The encoder graph: source ids -> the keys and values every decoder layer's
     cross-attention reads, and the source padding as an additive mask.
 
-    Each layer's static `KVCache` is filled by the layer's own cross-attention, called once on
-    the memory (its output is not needed, so the exporter drops it).
+    Each layer's cross-attention projects the memory itself (`project_keys_values`), as it
+    does when it fills its cache in `greedy`.
 
     Args:
         model: the `Transformer` to run.
@@ -46,11 +46,9 @@ class OnnxEncoder(nn.Module):
 
     def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         memory, pad = self.model.encode(src, validate=False)       # (B, S, d), (B, S)
-        caches = [KVCache(static=True) for _ in self.model.decoder.layers]
-        for layer, cache in zip(self.model.decoder.layers, caches):
-            layer.cross_attn(memory[:, :1], memory, memory, cache=cache)   # fills it
-        cross_k = torch.stack([cache.key for cache in caches])    # (L, B, H, S, d_k)
-        cross_v = torch.stack([cache.value for cache in caches])
+        kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in self.model.decoder.layers]
+        cross_k = torch.stack([k for k, _ in kv])                  # (L, B, H, S, d_k)
+        cross_v = torch.stack([v for _, v in kv])
         return cross_k, cross_v, to_additive_mask(pad)
 
 
@@ -86,11 +84,10 @@ class OnnxDecoderStep(nn.Module):
         cache = DecoderCache(
             [KVCache(self_k[i], self_v[i]) for i in layers],
             [KVCache(cross_k[i], cross_v[i], static=True) for i in layers],
-            memory=cross_k.new_zeros(B, 0, m.config.d_model),      # read from the caches
-            memory_pad=memory_pad, tgt_pad=token.new_zeros(B, t, dtype=torch.bool))
+            memory=None, memory_pad=memory_pad,                    # the memory: in the caches
+            tgt_pad=token.new_zeros(B, t, dtype=torch.bool))
         with recording_cross_attention(m) as weights:               # L of (B, 1, S)
-            logits = m.decode(token, cache.memory, memory_pad, cache=cache,
-                              validate=False)[:, -1]               # (B, V)
+            logits = m.decode(token, cache=cache, validate=False)[:, -1]   # (B, V)
         choice = logits.masked_fill(self.never, float("-inf")).argmax(-1)
         keys = torch.stack([kv.key for kv in cache.self_attn])     # (L, B, H, t + 1, d_k)
         values = torch.stack([kv.value for kv in cache.self_attn])

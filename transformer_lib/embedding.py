@@ -11,7 +11,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .utils import check_positive_int, check_probability
+from .utils import check_positive_int, check_probability, trust_inputs
 
 # %% auto #0
 __all__ = ['check_token_ids', 'TokenEmbedding', 'sinusoidal_table', 'SinusoidalPositionalEncoding', 'LearnedPositionalEmbedding',
@@ -48,6 +48,7 @@ class TokenEmbedding(nn.Module):
         self.padding_idx = padding_idx
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
         self.scale = math.sqrt(d_model)
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
         self.reset_parameters()
 
     @property
@@ -61,10 +62,10 @@ class TokenEmbedding(nn.Module):
             with torch.no_grad():
                 self.embedding.weight[self.padding_idx].zero_()
 
-    def forward(self, tokens: torch.Tensor, validate: bool = True) -> torch.Tensor:
-        """validate=False skips the id check (it reads the ids' min and max: a host sync), for
-        ids already checked, e.g. by the model that owns this embedding."""
-        if validate:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Its check of the ids reads their min and max (a host sync); a model that owns this
+        embedding checks them once itself and sets `validate_inputs` to False."""
+        if self.validate_inputs:
             check_token_ids(tokens, self.vocab_size)
         return self.embedding(tokens) * self.scale  # (B, S, d)
 
@@ -98,6 +99,13 @@ def _check_length(length: int, start: int | torch.Tensor, max_len: int,
                          f"build the module with a larger max_len")
 
 
+def _check_positions(x: torch.Tensor, d_model: int, start: int | torch.Tensor, max_len: int) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
+        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape [B, S, d_model={d_model}], got {shape}")
+    _check_length(x.shape[1], start, max_len)
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     """x (B, S, d_model) -> dropout(x + P[start:start+S]) with the fixed sinusoidal table.
 
@@ -110,11 +118,11 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model, self.max_len = d_model, max_len
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)  # (max_len, d)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
+        self.validate_inputs = True
 
     def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape [B, S, d_model={self.d_model}], got {list(x.shape)}")
-        _check_length(x.shape[1], start, self.max_len)
+        if self.validate_inputs:
+            _check_positions(x, self.d_model, start, self.max_len)
         if isinstance(start, torch.Tensor):                                   # rows by index
             rows = self.table.index_select(0, start + torch.arange(x.shape[1], device=x.device))
         else:
@@ -134,11 +142,11 @@ class LearnedPositionalEmbedding(nn.Module):
         self.d_model = check_positive_int(d_model, "d_model")
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)
+        self.validate_inputs = True
 
     def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape [B, S, d_model={self.d_model}], got {list(x.shape)}")
-        _check_length(x.shape[1], start, self.max_len)
+        if self.validate_inputs:
+            _check_positions(x, self.d_model, start, self.max_len)
         index = start + torch.arange(x.shape[1], device=x.device)          # (S,)
         return x + self.embedding(index)  # (B, S, d)
 
@@ -190,9 +198,16 @@ class TransformerEmbedding(nn.Module):
         else:
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}")
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        trust_inputs(self)                   # its parts: checked here, once
 
-    def forward(self, tokens: torch.Tensor, start: int | torch.Tensor = 0,
-                validate: bool = True) -> torch.Tensor:
-        vectors = self.token(tokens, validate=validate)                  # (B, S, d)
+    def check_inputs(self, tokens: torch.Tensor, start: int | torch.Tensor = 0) -> None:
+        check_token_ids(tokens, self.token.vocab_size)                   # a host sync
         _check_length(tokens.shape[1], start, self.max_len, "sequence length (tokens.shape[1])")
+
+    def forward(self, tokens: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
+        """`start`: the position of the first token, an int or a long tensor (1,) (unchecked)."""
+        if self.validate_inputs:
+            self.check_inputs(tokens, start)
+        vectors = self.token(tokens)                                     # (B, S, d)
         return self.dropout(self.position(vectors, start=start))         # (B, S, d)

@@ -14,7 +14,7 @@ from torch import nn
 from .multihead import MultiHeadAttention
 from .feedforward import FeedForward
 from .norm import LayerNorm, ResidualSublayer
-from .utils import check_positive_int
+from .utils import check_positive_int, trust_inputs
 
 # %% auto #0
 __all__ = ['EncoderLayer', 'torch_layer_arguments', 'copy_feed_forward', 'copy_norm', 'independent_copies', 'Encoder']
@@ -37,9 +37,18 @@ class EncoderLayer(nn.Module):
         self.attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
         self.ff_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
         self.norm_first = norm_first
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        trust_inputs(self)                   # its parts: checked here, once
+
+    def check_inputs(self, src: torch.Tensor, src_mask: torch.Tensor | None = None,
+                     src_key_padding_mask: torch.Tensor | None = None) -> None:
+        self.self_attn.check_inputs(src, src, src, src_key_padding_mask, src_mask)
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None,
                 src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.validate_inputs:
+            self.check_inputs(src, src_mask, src_key_padding_mask)
+
         def self_attention(h):
             return self.self_attn(h, h, h, key_padding_mask=src_key_padding_mask, attn_mask=src_mask)[0]
 
@@ -54,7 +63,7 @@ class EncoderLayer(nn.Module):
         copy_feed_forward(new.feed_forward, module)
         copy_norm(new.attn_sublayer.norm, module.norm1)
         copy_norm(new.ff_sublayer.norm, module.norm2)
-        return new.to(module.linear1.weight.device, module.linear1.weight.dtype)
+        return trust_inputs(new).to(module.linear1.weight.device, module.linear1.weight.dtype)
 
 
 def torch_layer_arguments(module: nn.Module, expected: type) -> dict:
@@ -119,9 +128,13 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = independent_copies(layer, num_layers)
         self.norm = norm
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        trust_inputs(self)
 
     def forward(self, src: torch.Tensor, mask: torch.Tensor | None = None,
                 src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.validate_inputs:
+            self.layers[0].check_inputs(src, mask, src_key_padding_mask)
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask)  # (B, S, d)

@@ -66,10 +66,12 @@ class FeedForward(nn.Module):
         self.activation = _make_activation(activation)
         self.dropout = nn.Dropout(p)
         self.linear2 = nn.Linear(self.dim_feedforward, self.d_model)
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """`x`: `(*, d_model)` → `(*, d_model)`; every position is transformed alone."""
-        _check_last_dim(x, self.d_model)
+        if self.validate_inputs:
+            _check_last_dim(x, self.d_model)
         hidden = self.dropout(self.activation(self.linear1(x)))   # (*, d_ff)
         return self.linear2(hidden)                                # (*, d)
 

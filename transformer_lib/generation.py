@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -15,13 +16,9 @@ from .decoder import DecoderCache
 from .model import Transformer
 from .utils import check_positive_int
 
-# `use_cache` of the loops: False, True (the growing cache), or a callable (e.g. a class) that makes a
-# decoding state from (model, memory, memory_pad, steps); the state maps a prefix to logits, has select(rows)
-DecodingStateFactory = Callable[[Transformer, Tensor, Tensor, int], Callable[[Tensor], Tensor]]
-
 # %% auto #0
-__all__ = ['DecodingStateFactory', 'start_cache', 'decode_step', 'greedy', 'filter_logits', 'sample', 'beam_search',
-           'recording_cross_attention', 'cross_attention_weights']
+__all__ = ['start_cache', 'decode_step', 'DecodingState', 'NoCacheDecoding', 'CachedDecoding', 'greedy', 'filter_logits',
+           'sample', 'beam_search', 'recording_cross_attention', 'cross_attention_weights']
 
 # %% ../notebooks/07_generation.ipynb #a20b863d
 def start_cache(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor) -> DecoderCache:
@@ -46,54 +43,67 @@ def decode_step(model: Transformer, tokens: Tensor, cache: DecoderCache,
         tokens (B, 1) -> logits (B, V).
     """
     grown = cache.select()                                                       # a copy to grow
-    logits = model.decode(tokens, grown.memory, grown.memory_pad, cache=grown,
-                          validate=validate)                                     # (B, 1, V)
+    logits = model.decode(tokens, cache=grown, validate=validate)                # (B, 1, V)
     return logits[:, -1], grown                                                  # (B, V)
 
 # %% ../notebooks/07_generation.ipynb #602b2560
-class _NextToken:
-    """Next-token logits for growing prefixes of at most `steps` tokens: without a cache
-    (use_cache=False), with the growing `DecoderCache` (True), or with the decoding state that
-    `use_cache(model, memory, memory_pad, steps)` makes (called with the prefix, it returns the
-    logits; `select(rows)` keeps rows), such as chapter 7a's `PreallocatedDecoding`."""
+class DecodingState(Protocol):
+    """How a decoding loop gets next-token logits; one class per way (`greedy(..., use_cache=)`).
 
-    def __init__(self, model: Transformer, src: Tensor, use_cache: bool | DecodingStateFactory, steps: int,
-                 repeat: int = 1):
-        self.model, self.use_cache, self.state = model, use_cache, None
-        memory, src_pad = model.encode(src)                                   # the encoder runs once
-        if repeat > 1:                                                        # one copy per beam
-            memory, src_pad = memory.repeat_interleave(repeat, 0), src_pad.repeat_interleave(repeat, 0)
-        self.memory, self.src_pad = memory, src_pad
-        if not isinstance(use_cache, bool):
-            self.state, self.cache = use_cache(model, memory, src_pad, steps), None
-        else:
-            self.cache = start_cache(model, memory, src_pad) if use_cache else None
+    Made once per call of a loop from (model, memory (B, S, d), memory_pad (B, S), steps), the
+    most tokens it will be asked for. Called with the prefix (B, t) (BOS first; the state has
+    seen its first t - 1 tokens), it returns the logits (B, V) of token t + 1; `select(rows)`
+    keeps batch rows `rows` (B',), e.g. the parents of beam search's beams.
+    """
+
+    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int) -> None: ...
+    def __call__(self, prefix: Tensor) -> Tensor: ...
+    def select(self, rows: Tensor) -> None: ...
+
+
+class NoCacheDecoding:
+    """`use_cache=False`: every step decodes the whole prefix again (chapter 5b's simple loop)."""
+
+    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int):
+        self.model, self.memory, self.memory_pad = model, memory, memory_pad
 
     def __call__(self, prefix: Tensor) -> Tensor:
-        """prefix (B, t) (the cache holds t - 1 of them) -> logits (B, V) of the next token."""
-        if self.state is not None:
-            return self.state(prefix)
-        if self.use_cache:
-            logits, self.cache = decode_step(self.model, prefix[:, -1:], self.cache, validate=False)
-            return logits
-        return self.model.decode(prefix, self.memory, self.src_pad, validate=False)[:, -1]
+        return self.model.decode(prefix, self.memory, self.memory_pad, validate=False)[:, -1]
 
     def select(self, rows: Tensor) -> None:
-        if self.state is not None:
-            self.state.select(rows)
-        elif self.cache is not None:
-            self.cache = self.cache.select(rows)
-        else:
-            self.memory, self.src_pad = self.memory.index_select(0, rows), self.src_pad.index_select(0, rows)
+        self.memory, self.memory_pad = self.memory.index_select(0, rows), self.memory_pad.index_select(0, rows)
+
+
+class CachedDecoding:
+    """`use_cache=True`: the growing `DecoderCache`; each step decodes only the newest token."""
+
+    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int):
+        self.model, self.cache = model, start_cache(model, memory, memory_pad)
+
+    def __call__(self, prefix: Tensor) -> Tensor:
+        return self.model.decode(prefix[:, -1:], cache=self.cache, validate=False)[:, -1]
+
+    def select(self, rows: Tensor) -> None:
+        self.cache = self.cache.select(rows)
+
+
+def _start_decoding(model: Transformer, src: Tensor, use_cache: bool | type[DecodingState], steps: int,
+                    repeat: int = 1) -> DecodingState:
+    """Encode `src` once (each row `repeat` times, one per beam); the decoding state on it."""
+    memory, src_pad = model.encode(src)                                       # (B, S, d), (B, S)
+    if repeat > 1:
+        memory, src_pad = memory.repeat_interleave(repeat, 0), src_pad.repeat_interleave(repeat, 0)
+    kind = {True: CachedDecoding, False: NoCacheDecoding}.get(use_cache, use_cache)
+    return kind(model, memory, src_pad, steps)
 
 
 def _check_common(model: Transformer, src: Tensor, max_new_tokens: int,
-                  use_cache: bool | DecodingStateFactory) -> int:
+                  use_cache: bool | type[DecodingState]) -> int:
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib Transformer, got {type(model).__name__}")
-    if not (isinstance(use_cache, bool) or callable(use_cache)):
-        raise TypeError(f"use_cache must be True, False or a callable that makes a decoding state "
-                        f"(e.g. PreallocatedDecoding), got {type(use_cache).__name__} {use_cache!r}")
+    if not (isinstance(use_cache, bool) or isinstance(use_cache, type) and hasattr(use_cache, "select")):
+        raise TypeError(f"use_cache must be True, False or a decoding state class (e.g. "
+                        f"PreallocatedDecoding), got {type(use_cache).__name__} {use_cache!r}")
     return min(check_positive_int(max_new_tokens, "max_new_tokens"), model.config.max_len - 1)
 
 
@@ -104,12 +114,12 @@ def _forbid_specials(logits: Tensor, model: Transformer) -> Tensor:
 
 # %% ../notebooks/07_generation.ipynb #e8740442
 def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callable[[Tensor], Tensor],
-            use_cache: bool | DecodingStateFactory, ignore_eos: bool = False) -> Tensor:
+            use_cache: bool | type[DecodingState], ignore_eos: bool = False) -> Tensor:
     """The loop shared by greedy decoding and sampling: `choose` maps logits (B, V) to tokens (B,)."""
     steps = _check_common(model, src, max_new_tokens, use_cache)
     c = model.config
     model.eval()
-    next_logits = _NextToken(model, src, use_cache, steps)
+    next_logits = _start_decoding(model, src, use_cache, steps)
     out = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for _ in range(steps):
@@ -124,12 +134,12 @@ def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callab
 
 @torch.no_grad()
 def greedy(model: Transformer, src: Tensor, max_new_tokens: int,
-           use_cache: bool | DecodingStateFactory = True, ignore_eos: bool = False) -> Tensor:
+           use_cache: bool | type[DecodingState] = True, ignore_eos: bool = False) -> Tensor:
     """Batched greedy decoding: src (B, S) -> ids (B, 1 + n), BOS first, PAD after each row's EOS.
 
-    `use_cache`: False (no cache), True (the growing cache), or chapter 7a's `PreallocatedDecoding`
-    or `CompiledDecoding` (one shape at every step; compiled: a CUDA graph on a GPU). The tokens
-    are the same with each.
+    `use_cache`: False (`NoCacheDecoding`), True (`CachedDecoding`, the growing cache), or a
+    `DecodingState` class such as chapter 7a's `PreallocatedDecoding` or `CompiledDecoding` (one
+    shape at every step; compiled: a CUDA graph on a GPU). The tokens are the same with each.
     """
     return _decode(model, src, max_new_tokens, lambda logits: logits.argmax(-1), use_cache, ignore_eos)
 
@@ -157,7 +167,7 @@ def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = 
 @torch.no_grad()
 def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
-           use_cache: bool | DecodingStateFactory = True) -> Tensor:
+           use_cache: bool | type[DecodingState] = True) -> Tensor:
     """Batched sampling: src (B, S) -> ids (B, 1 + n); seeded by `generator` (drawn on its device).
     `use_cache` as for `greedy`."""
     filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)    # validate early
@@ -172,14 +182,14 @@ def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: fl
 # %% ../notebooks/07_generation.ipynb #a7268ea5
 @torch.no_grad()
 def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens: int,
-                length_penalty: float = 0.0, use_cache: bool | DecodingStateFactory = True) -> Tensor:
+                length_penalty: float = 0.0, use_cache: bool | type[DecodingState] = True) -> Tensor:
     """Batched beam search: src (B, S) -> the best beam per row, ids (B, 1 + n) (PAD after EOS).
     `use_cache` as for `greedy`."""
     steps = _check_common(model, src, max_new_tokens, use_cache)
     W = check_positive_int(beam_width, "beam_width")
     c, B = model.config, src.shape[0]
     model.eval()
-    next_logits = _NextToken(model, src, use_cache, steps, repeat=W)
+    next_logits = _start_decoding(model, src, use_cache, steps, repeat=W)
     out = torch.full((B * W, 1), c.bos_id, dtype=torch.long, device=src.device)       # (B*W, t)
     scores = torch.full((B, W), float("-inf"), device=src.device)
     scores[:, 0] = 0.0                                                                 # one live beam at first

@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .attention import Padding, causal_mask, find_padding, padding_mask
+from .attention import Padding, TransformerMasks, call_masks, find_padding, padding_mask
 from .decoder import Decoder, DecoderCache, DecoderLayer
 from .embedding import TransformerEmbedding, check_token_ids
 from .encoder import Encoder, EncoderLayer
 from .norm import LayerNorm
-from .utils import check_positive_int, check_probability
+from .utils import check_positive_int, check_probability, trust_inputs
 
 _compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling  # torch<2.3
 
@@ -82,6 +82,7 @@ class Transformer(nn.Module):
         nn.init.zeros_(self.output.bias)
         if c.tie_embeddings:
             self.tie_weights()
+        trust_inputs(self)           # checked once, here: its layers do not check again
 
     def tie_weights(self) -> None:
         """Share the target embedding table with the output projection (both (V, d))."""
@@ -101,56 +102,44 @@ class Transformer(nn.Module):
 
     def encode(self, src: torch.Tensor, validate: bool = True,
                padding: Padding = Padding()) -> tuple[torch.Tensor, torch.Tensor]:
-        """src ids (B, S) -> (memory (B, S, d), src_key_padding_mask (B, S)).
-
-        `validate=False` skips the check of the ids (it reads them back to the host) for ids
-        checked already. `padding.src=False` says that `src` holds no PAD: no mask is applied.
-        """
-        self._check_length(src, "src")
+        """src ids (B, S) -> (memory (B, S, d), src_key_padding_mask (B, S)). `validate=False`:
+        `src` was checked already (the check reads it on the host); `padding.src=False`: `src`
+        holds no PAD, no mask is applied."""
         src_pad = padding_mask(src, self.config.pad_id)                     # (B, S) True = pad
-        if validate:                                                        # host sync
+        if validate and not _compiling():                                   # host sync
             self._check_src(src, src_pad, padding.src)
-        memory = self.encoder(self.src_embed(src, validate=False),
+        memory = self.encoder(self.src_embed(src),
                               src_key_padding_mask=src_pad if padding.src else None)  # (B, S, d)
         return memory, src_pad
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_key_padding_mask: torch.Tensor,
-               cache: DecoderCache | None = None, validate: bool = True,
-               padding: Padding = Padding()) -> torch.Tensor:
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor | None = None,
+               src_key_padding_mask: torch.Tensor | None = None, cache: DecoderCache | None = None,
+               validate: bool = True, padding: Padding = Padding()) -> torch.Tensor:
         """Logits of every position of `tgt_in`, reading `memory`.
 
         Args:
-            tgt_in: target ids; at position 0 (no cache), a real token (BOS) in every row.
-            memory: the encoder output; src_key_padding_mask: its padding (True = PAD).
-            cache: the positions decoded so far (`tgt_in` follows them); grown in place.
-            validate: check the ids (in range, BOS first); False skips that host sync, e.g. for
-                tokens a decoding loop chose itself.
-            padding: `Padding(src, tgt)`: False where the memory or `tgt_in` holds no PAD, whose
-                mask is then dropped (without a cache, the causal mask becomes a flag).
+            tgt_in: target ids; at position 0 (no cache), BOS in every row.
+            memory, src_key_padding_mask: from `encode`; None with a cache, which holds them.
+            cache: the positions decoded so far, of any kind (chapter 7's `DecoderCache`, 7a's
+                preallocated one): `tgt_in` goes at its `position`; updated in place.
+            validate: check the ids (a host sync); False for tokens a decoding loop chose.
+            padding: as for `encode`; `padding.tgt=False` without a cache: the causal flag.
 
         Shapes:
             tgt_in (B, T), memory (B, S, d), src_key_padding_mask (B, S) -> logits (B, T, V).
         """
-        start = 0 if cache is None else cache.length
-        if validate:
-            self._check_tgt(tgt_in, start)
-        if memory.shape[0] != tgt_in.shape[0]:
-            raise ValueError(f"memory and tgt_in must have the same batch size, got memory {list(memory.shape)} "
-                             f"and tgt_in {list(tgt_in.shape)}")
-        T, tgt_pad = tgt_in.shape[1], padding_mask(tgt_in, self.config.pad_id)            # (B, T)
-        flag = cache is None and not padding.tgt                       # causal flag, no tensor
-        if validate and flag and tgt_pad.any():
-            raise ValueError("padding.tgt is False, but tgt_in holds PAD")
-        if validate and not padding.src and src_key_padding_mask.any():
-            raise ValueError("padding.src is False, but src_key_padding_mask marks PAD")
+        if cache is not None and (memory is not None or src_key_padding_mask is not None):
+            raise ValueError("with a cache, pass neither memory nor src_key_padding_mask: "
+                             "decode reads them from the cache")
         if cache is not None:
-            tgt_pad = cache.tgt_pad = torch.cat([cache.tgt_pad, tgt_pad], dim=1)          # (B, start + T)
-        future = None if T == 1 or flag else causal_mask(start + T, tgt_in.device)[start:]  # (T, start + T)
-        hidden = self.decoder(self.tgt_embed(tgt_in, start=start, validate=False), memory, tgt_mask=future,
-                              tgt_key_padding_mask=None if flag else tgt_pad, cache=cache,
-                              memory_key_padding_mask=src_key_padding_mask if padding.src else None,
-                              tgt_is_causal=flag and T > 1)                               # (B, T, d)
-        return self.output(hidden)                                                        # (B, T, V)
+            memory, src_key_padding_mask = cache.memory, cache.memory_pad
+        elif memory is None or src_key_padding_mask is None:
+            raise ValueError("decode needs memory and src_key_padding_mask (from encode), or a cache")
+        start = 0 if cache is None else cache.position           # before the cache grows
+        if validate and not _compiling():                        # host sync
+            self._check_decode(tgt_in, memory, src_key_padding_mask, int(start), cache is None, padding)
+        masks = call_masks(src_key_padding_mask, self._pad(tgt_in), padding, cache, start)
+        return self._decode(tgt_in, memory, masks, cache, start)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, validate: bool = True,
                 padding: Padding | None = None) -> torch.Tensor:
@@ -163,21 +152,47 @@ class Transformer(nn.Module):
         """
         validate = validate and not _compiling()                 # a graph cannot read ids back
         padding = self.check_inputs(src, tgt_in) if validate else padding or Padding()
-        memory, src_pad = self.encode(src, validate=False, padding=padding)
-        return self.decode(tgt_in, memory, src_pad, validate=False, padding=padding)
+        masks = call_masks(self._pad(src), self._pad(tgt_in), padding)             # once
+        memory = self.encoder(self.src_embed(src),
+                              src_key_padding_mask=masks.src_key_padding_mask)       # (B, S, d)
+        return self._decode(tgt_in, memory, masks)
 
-    def _check_src(self, src: torch.Tensor, src_pad: torch.Tensor, padded: bool = True) -> None:
-        self._check_length(src, "src")
+    def _pad(self, ids: torch.Tensor) -> torch.Tensor:
+        return padding_mask(ids, self.config.pad_id)                  # (B, L), True = PAD
+
+    def _decode(self, tgt_in: torch.Tensor, memory: torch.Tensor | None, masks: TransformerMasks,
+                cache: DecoderCache | None = None, start: int | torch.Tensor = 0) -> torch.Tensor:
+        hidden = self.decoder(self.tgt_embed(tgt_in, start=start), memory, tgt_mask=masks.tgt_mask,
+                              tgt_key_padding_mask=masks.tgt_key_padding_mask, cache=cache,
+                              memory_key_padding_mask=masks.memory_key_padding_mask,
+                              tgt_is_causal=masks.tgt_is_causal)                      # (B, T, d)
+        return self.output(hidden)                                                    # (B, T, V)
+
+    def _check_decode(self, tgt_in: torch.Tensor, memory: torch.Tensor | None, src_pad: torch.Tensor,
+                      start: int, no_cache: bool, padding: Padding) -> None:
+        self._check_tgt(tgt_in, start)                           # ids, length, BOS first
+        if memory is not None and (memory.dim() != 3 or memory.shape[0] != tgt_in.shape[0]):
+            raise ValueError(f"memory [B, S, d] and tgt_in must have the same batch size, got memory "
+                             f"{list(memory.shape)} and tgt_in {list(tgt_in.shape)}")
+        if no_cache and not padding.tgt and padding_mask(tgt_in, self.config.pad_id).any():
+            raise ValueError("padding.tgt is False, but tgt_in holds PAD")
+        if not padding.src and src_pad.any():
+            raise ValueError("padding.src is False, but src_key_padding_mask marks PAD")
+
+    def _check_src(self, src: torch.Tensor, src_pad: torch.Tensor, holds_pad: bool = True) -> None:
+        if src.shape[1] > self.config.max_len:
+            raise ValueError(f"src has length {src.shape[1]}, more than max_len={self.config.max_len}")
         check_token_ids(src, self.config.src_vocab_size, "src")
         empty = src_pad.all(dim=1)
         if empty.any():
             raise ValueError(f"src rows {empty.nonzero().flatten().tolist()} are all padding; "
                              "every source needs at least one token")
-        if not padded and src_pad.any():
+        if not holds_pad and src_pad.any():
             raise ValueError("padding.src is False, but src holds PAD")
 
     def _check_tgt(self, tgt_in: torch.Tensor, start: int) -> None:
-        self._check_length(tgt_in, "tgt_in", start)
+        if start + tgt_in.shape[1] > self.config.max_len:
+            raise ValueError(f"tgt_in has length {start + tgt_in.shape[1]}, more than max_len={self.config.max_len}")
         if tgt_in.shape[1] == 0:
             raise ValueError(f"tgt_in must hold a position, got shape {list(tgt_in.shape)}")
         check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
@@ -185,26 +200,15 @@ class Transformer(nn.Module):
             raise ValueError("tgt_in must start with a valid token (BOS) in every row, got "
                              "padding in column 0")
 
-    def _check_length(self, ids: torch.Tensor, name: str, start: int = 0) -> None:
-        if start + ids.shape[1] > self.config.max_len:
-            raise ValueError(f"{name} has length {start + ids.shape[1]}, more than max_len={self.config.max_len}")
-
     def num_parameters(self) -> int:
         """Distinct parameters (a tied matrix counts once)."""
         return sum(p.numel() for p in self.parameters())
 
     @classmethod
     def from_torch_layers(cls, reference: nn.Module) -> Transformer:
-        """A new `Transformer` (post-norm, untied, PAD 0, BOS 1, EOS 2), on the device of
-        `reference`, a `TorchLayersTransformer` (left unchanged): equal logits in eval mode.
-
-        Duck-typed (no import of `torch_layers`): `reference` has `source_embedding` and
-        `target_embedding` (each: `embedding`, an `nn.Embedding` with PAD 0 scaled by sqrt(d);
-        `table`, sinusoidal positions (max_length, d), of which only the length is read; `dropout`),
-        `encoder` and `decoder` (sequences of batch-first post-norm `nn.Transformer*Layer`s, no
-        final norm, copied by `EncoderLayer.from_torch` / `DecoderLayer.from_torch`) and `output`
-        (an untied `nn.Linear(d, V)`); source and target share the vocabulary of V ids.
-        """
+        """A new `Transformer` (post-norm, untied, PAD 0, BOS 1, EOS 2) on the device of
+        `reference`, a chapter 5a `TorchLayersTransformer` (duck-typed, left unchanged), whose
+        weights it copies: equal logits in eval mode."""
         vocab, first, embedding = reference.output.out_features, reference.encoder[0], reference.source_embedding
         config = TransformerConfig(vocab, vocab, d_model=reference.output.in_features,
                                    nhead=first.self_attn.num_heads, num_encoder_layers=len(reference.encoder),
@@ -218,20 +222,16 @@ class Transformer(nn.Module):
             ours.output.load_state_dict(reference.output.state_dict())
         ours.encoder.layers = nn.ModuleList(EncoderLayer.from_torch(m) for m in reference.encoder)
         ours.decoder.layers = nn.ModuleList(DecoderLayer.from_torch(m) for m in reference.decoder)
-        return ours
+        return trust_inputs(ours)
 
 # %% ../notebooks/05b_model.ipynb #921a33ab
 @torch.no_grad()
 def greedy_decode_simple(model: Transformer, src: torch.Tensor,
                          max_new_tokens: int) -> torch.Tensor:
-    """Batched greedy decoding, the simple teaching version: no cache, the whole prefix each step.
-
-    `generation.greedy` gives the same tokens with a key/value cache (chapter 7 checks it against
-    this loop). Stops when every row has produced EOS or after `max_new_tokens` (>= 1, at most
-    max_len - 1); finished rows are padded; PAD and BOS are never predicted. Runs in eval mode,
-    then gives the model back its mode. Shapes: src (B, S), right-padded -> ids (B, 1 + n), BOS
-    first, n <= max_new_tokens.
-    """
+    """Batched greedy decoding, the simple version (`generation.greedy` adds the cache): each
+    step decodes the whole prefix. Stops when every row has produced EOS, or after
+    `max_new_tokens` (at most max_len - 1); PAD after EOS; PAD and BOS never predicted. Runs in
+    eval mode, then restores the mode. src (B, S) -> ids (B, 1 + n), BOS first."""
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     c, was_training = model.config, model.training
     model.eval()

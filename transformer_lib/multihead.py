@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .attention import attention, check_mask_dtype, to_additive_mask
+from .attention import _attention, check_mask_dtype, to_additive_mask
 from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
@@ -24,24 +24,27 @@ def _merge_masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, B: i
     to (B, H, Lq, Lk): bool if both are bool, else additive."""
     parts = []
     if key_padding_mask is not None:
-        check_mask_dtype(key_padding_mask, "key_padding_mask")
-        check_shape(key_padding_mask, (B, Lk), "key_padding_mask")
         parts.append(key_padding_mask.view(B, 1, 1, Lk))                       # (B, 1, 1, Lk)
     if attn_mask is not None:
-        check_mask_dtype(attn_mask, "attn_mask")
-        if tuple(attn_mask.shape) == (Lq, Lk):
-            parts.append(attn_mask)                                             # (Lq, Lk)
-        elif tuple(attn_mask.shape) == (B * H, Lq, Lk):
-            parts.append(attn_mask.view(B, H, Lq, Lk))                          # (B, H, Lq, Lk)
-        else:
-            raise ValueError(f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}] or [B*nhead, Lq, Lk]"
-                             f" = [{B * H}, {Lq}, {Lk}], got {list(attn_mask.shape)}")
+        parts.append(attn_mask if attn_mask.dim() == 2 else attn_mask.view(B, H, Lq, Lk))
     if not parts:
         return None
     if all(p.dtype == torch.bool for p in parts):
         return parts[0] if len(parts) == 1 else parts[0] | parts[1]
     merged = to_additive_mask(parts[0], dtype)
     return merged if len(parts) == 1 else merged + to_additive_mask(parts[1], dtype)
+
+
+def _check_masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, B: int, H: int,
+                 Lq: int, Lk: int) -> None:
+    if key_padding_mask is not None:
+        check_mask_dtype(key_padding_mask, "key_padding_mask")
+        check_shape(key_padding_mask, (B, Lk), "key_padding_mask")
+    if attn_mask is not None:
+        check_mask_dtype(attn_mask, "attn_mask")
+        if tuple(attn_mask.shape) not in ((Lq, Lk), (B * H, Lq, Lk)):
+            raise ValueError(f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}] or [B*nhead, Lq, Lk]"
+                             f" = [{B * H}, {Lq}, {Lk}], got {list(attn_mask.shape)}")
 
 # %% ../notebooks/02a_multihead.ipynb #5f7f5efe
 class MultiHeadAttention(nn.Module):
@@ -67,6 +70,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.nhead, self.d_k = d_model, nhead, d_model // nhead
         self.dropout = check_probability(dropout, "dropout")
         self.fused = True
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
         factory = {"device": device, "dtype": dtype}
         self.q_proj = nn.Linear(d_model, d_model, bias=bias, **factory)    # W^Q = [W_1^Q ... W_H^Q]
         self.k_proj = nn.Linear(d_model, d_model, bias=bias, **factory)    # W^K
@@ -91,46 +95,62 @@ class MultiHeadAttention(nn.Module):
         B, L, _ = x.shape
         return x.view(B, L, self.nhead, self.d_k).transpose(1, 2)  # (B, L, d) -> (B, H, L, d_k)
 
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[int, int, int]:
-        B, Lq, d = check_shape(query, (None, None, self.d_model), "query").shape
-        check_shape(value, check_shape(key, (B, None, d), "key").shape, "value")
-        return B, Lq, d
+    def project_keys_values(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """K W^K and V W^V, split into heads: (B, L, d) each -> (B, H, L, d_k) each. For
+        cross-attention: the memory's keys and values, which a decoder computes once."""
+        return self.split_heads(self.k_proj(key)), self.split_heads(self.v_proj(value))
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
-                attn_mask: Tensor | None = None, need_weights: bool = False,
-                average_attn_weights: bool = True, cache: KVCache | None = None,
-                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    def check_inputs(self, query: Tensor, key: Tensor | None, value: Tensor | None,
+                     key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                     cache: KVCache | None = None, is_causal: bool = False) -> None:
+        """The checks of `forward`'s arguments (clear errors), run at its entry while
+        `validate_inputs` is True: a layer inside a model leaves them to the model."""
+        B, Lq, d = check_shape(query, (None, None, self.d_model), "query").shape
+        if cache is not None and cache.static and cache.key is not None:
+            Lk = cache.key.shape[2]                                  # the memory, projected already
+        else:
+            check_shape(value, check_shape(key, (B, None, d), "key").shape, "value")
+            Lk = key.shape[1] if cache is None else cache.keys_after(key.shape[1])
+        _check_masks(key_padding_mask, attn_mask, B, self.nhead, Lq, Lk)
+        if is_causal and attn_mask is not None:
+            raise ValueError("give the causal mask either as attn_mask or as is_causal=True, not both")
+
+    def forward(self, query: Tensor, key: Tensor | None, value: Tensor | None,
+                key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                need_weights: bool = False, average_attn_weights: bool = True,
+                cache: KVCache | None = None, is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
         """Attend from `query` to `key` / `value`: Concat(O_1, ..., O_H) W^O.
 
         Args:
             key_padding_mask, attn_mask: bool (True = may not attend) or floating (added).
             need_weights: also return the weights (written-out path); default False, unlike PyTorch.
             average_attn_weights: average the weights over heads.
-            cache: a `KVCache`, updated in place, or None: self-attention appends the new keys and
-                values; a static (cross-attention) cache projects `key`/`value` at its first call only.
+            cache: a cache the keys and values go through, updated in place (`KVCache`, or
+                chapter 7a's preallocated one): self-attention adds the new ones; a static
+                (cross-attention) cache projects `key`/`value` at its first call, then reads
+                them back (`key`, `value` may then be None).
             is_causal: the causal mask as a flag, not a tensor (Lq = Lk, `attn_mask` None), so
                 that SDPA may pick a flash kernel.
 
         Shapes:
             query (B, Lq, d), key and value (B, Ln, d), key_padding_mask (B, Lk), attn_mask (Lq, Lk)
             or (B*H, Lq, Lk) -> output (B, Lq, d), weights (B, Lq, Lk) or (B, H, Lq, Lk) or None;
-            Lk = Ln, or t + Ln after t cached positions.
+            Lk = Ln, or what the cache holds after this call.
         """
-        B, Lq, d = self._check_inputs(query, key, value)
-        if is_causal and attn_mask is not None:
-            raise ValueError("give the causal mask either as attn_mask or as is_causal=True, not both")
+        if self.validate_inputs:
+            self.check_inputs(query, key, value, key_padding_mask, attn_mask, cache, is_causal)
+        B, Lq, d = query.shape
         q = self.split_heads(self.q_proj(query))                                    # (B, H, Lq, d_k)
         if cache is not None and cache.static and cache.key is not None:
             k, v = cache.key, cache.value                                           # projected once
         else:
-            k = self.split_heads(self.k_proj(key))                                  # (B, H, Ln, d_k)
-            v = self.split_heads(self.v_proj(value))                                # (B, H, Ln, d_k)
+            k, v = self.project_keys_values(key, value)                             # (B, H, Ln, d_k)
             k, v = (k, v) if cache is None else cache.update(k, v)                  # (B, H, Lk, d_k)
         mask = _merge_masks(key_padding_mask, attn_mask, B, self.nhead, Lq, k.shape[2],
                             query.dtype)                                            # (B|1, H|1, Lq|1, Lk)
-        heads, weights = attention(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0,
-                                   fused=self.fused and not need_weights,
-                                   is_causal=is_causal)                             # (B, H, Lq, d_k)
+        heads, weights = _attention(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0,
+                                    fused=self.fused and not need_weights,
+                                    is_causal=is_causal)                            # (B, H, Lq, d_k)
         output = self.out_proj(heads.transpose(1, 2).reshape(B, Lq, d))             # (B, Lq, d)
         if not need_weights:
             return output, None
@@ -180,6 +200,12 @@ class KVCache:
             key, value = torch.cat([self.key, key], dim=2), torch.cat([self.value, value], dim=2)
         self.key, self.value = key, value
         return key, value
+
+    def keys_after(self, n: int) -> int:
+        """How many keys a call that brings `n` new ones attends to."""
+        if self.key is None:
+            return n
+        return self.key.shape[2] + (0 if self.static else n)
 
     def select(self, rows: Tensor | None = None) -> KVCache:
         """A new cache of batch rows `rows` (B',), or of all rows when None (a copy to grow)."""

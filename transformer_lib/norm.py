@@ -35,14 +35,20 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))   # gamma (d,)
         self.bias = nn.Parameter(torch.zeros(d_model))    # beta  (d,)
         self.fused = True
+        self.validate_inputs = True          # False inside a model, which checks its inputs once
 
     def reset_parameters(self) -> None:
         nn.init.ones_(self.weight)
         nn.init.zeros_(self.bias)
 
+    def check_inputs(self, z: torch.Tensor) -> None:
+        if not isinstance(z, torch.Tensor) or z.dim() < 1 or z.shape[-1] != self.d_model:
+            shape = list(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
+            raise ValueError(f"input must have shape [..., d_model={self.d_model}], got {shape}")
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        if z.dim() < 1 or z.shape[-1] != self.d_model:
-            raise ValueError(f"input must have shape [..., d_model={self.d_model}], got {list(z.shape)}")
+        if self.validate_inputs:
+            self.check_inputs(z)
         if self.fused:
             return F.layer_norm(z, (self.d_model,), self.weight, self.bias, self.eps)
         mean = z.mean(dim=-1, keepdim=True)                             # (..., 1)

@@ -16,8 +16,8 @@ from .multihead import KVCache
 from .utils import check_positive_int
 
 # %% auto #0
-__all__ = ['COMPILE_BACKEND', 'PreallocatedKVCache', 'PreallocatedCache', 'preallocated_decode_step', 'compiled_decode_step',
-           'preallocated_cache', 'PreallocatedDecoding', 'CompiledDecoding']
+__all__ = ['COMPILE_BACKEND', 'PreallocatedKVCache', 'PreallocatedCache', 'compiled_decode', 'preallocated_cache',
+           'PreallocatedDecoding', 'CompiledDecoding']
 
 # %% ../notebooks/07a_preallocated_cache.ipynb #788f496b
 class PreallocatedKVCache:
@@ -39,6 +39,9 @@ class PreallocatedKVCache:
 
     def __init__(self, key: Tensor, value: Tensor, position: Tensor):
         self.key, self.value, self.position = key, value, position
+
+    def keys_after(self, n: int) -> int:
+        return self.key.shape[2]                               # always all of them
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Write `key`, `value` at `position`; return all the keys and values."""
@@ -98,8 +101,9 @@ class PreallocatedCache:
         self.memory.copy_(memory)
         self.memory_pad.copy_(memory_pad)
         for layer, cache in zip(model.decoder.layers, self.cross_attn):
-            cache.key.copy_(layer.cross_attn.split_heads(layer.cross_attn.k_proj(memory)))
-            cache.value.copy_(layer.cross_attn.split_heads(layer.cross_attn.v_proj(memory)))
+            key, value = layer.cross_attn.project_keys_values(memory, memory)   # (B, H, S, d_k)
+            cache.key.copy_(key)
+            cache.value.copy_(value)
         for cache in self.self_attn:          # stale values are masked, but keep them finite
             cache.key.zero_()
             cache.value.zero_()
@@ -107,29 +111,17 @@ class PreallocatedCache:
         self.position.zero_()
         return self
 
+    def append_padding(self, tgt_pad: Tensor) -> Tensor:
+        """Record the padding (B, 1) of the position written now; return that of all keys,
+        (B, capacity): PAD, or not written yet."""
+        self.blocked.index_copy_(1, self.position, tgt_pad)
+        return self.blocked
+
     def select(self, rows: Tensor) -> PreallocatedCache:
         """Keep batch rows `rows` (B,), e.g. the parents of beam search's beams, in place."""
         for tensor in self.tensors()[:-1]:
             tensor.copy_(tensor.index_select(0, rows))
         return self
-
-# %% ../notebooks/07a_preallocated_cache.ipynb #e93cf323
-@torch.no_grad()
-def preallocated_decode_step(model: Transformer, tokens: Tensor, cache: PreallocatedCache) -> Tensor:
-    """Logits of the token after `tokens`, which is written into `cache` at `cache.position`.
-
-    `Transformer.decode` for one position, without its checks (`tokens` must be valid ids) and
-    with the position a tensor: the same shapes at every step, no host sync, no graph break.
-
-    Shapes:
-        tokens (B, 1) -> logits (B, V).
-    """
-    c = model.config
-    cache.blocked.index_copy_(1, cache.position, tokens.eq(c.pad_id))          # (B, capacity)
-    x = model.tgt_embed(tokens, start=cache.position, validate=False)          # (B, 1, d)
-    hidden = model.decoder(x, cache.memory, tgt_key_padding_mask=cache.blocked, cache=cache,
-                           memory_key_padding_mask=cache.memory_pad)           # (B, 1, d)
-    return model.output(hidden)[:, -1]                                         # (B, V)
 
 # %% ../notebooks/07a_preallocated_cache.ipynb #39767b8f
 COMPILE_BACKEND = "inductor"   # torch.compile's code generator; tests use "aot_eager" (compiles fast)
@@ -137,13 +129,13 @@ _compiled: dict[tuple[str, str | None], Callable[..., Tensor]] = {}
 _reusable: WeakKeyDictionary[Transformer, PreallocatedCache] = WeakKeyDictionary()
 
 
-def compiled_decode_step(device: torch.device | str) -> Callable[..., Tensor]:
-    """`preallocated_decode_step` compiled with `fullgraph=True`; on CUDA (with inductor) in mode
+def compiled_decode(device: torch.device | str) -> Callable[..., Tensor]:
+    """`Transformer.decode`, compiled with `fullgraph=True`; on CUDA (with inductor) in mode
     "reduce-overhead", which replays it as a CUDA graph. Compiled once per process and mode."""
     cuda = torch.device(device).type == "cuda" and COMPILE_BACKEND == "inductor"
     mode = "reduce-overhead" if cuda else None
     if (COMPILE_BACKEND, mode) not in _compiled:
-        _compiled[COMPILE_BACKEND, mode] = torch.compile(preallocated_decode_step, backend=COMPILE_BACKEND,
+        _compiled[COMPILE_BACKEND, mode] = torch.compile(Transformer.decode, backend=COMPILE_BACKEND,
                                                          mode=mode, fullgraph=True)
     return _compiled[COMPILE_BACKEND, mode]
 
@@ -163,7 +155,7 @@ def preallocated_cache(model: Transformer, memory: Tensor, memory_pad: Tensor, c
 
 class PreallocatedDecoding:
     """A decoding state for chapter 7's loops (`greedy(..., use_cache=PreallocatedDecoding)`):
-    next-token logits from `preallocated_decode_step`, run eagerly, on a `PreallocatedCache` of
+    next-token logits from `Transformer.decode`, run eagerly, on a `PreallocatedCache` of
     `steps` positions (`CompiledDecoding`: compiled).
 
     Shapes:
@@ -175,19 +167,20 @@ class PreallocatedDecoding:
     def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int):
         self.model = model
         self.cache = preallocated_cache(model, memory, memory_pad, steps, reuse=self.compiled)
-        self.step = compiled_decode_step(memory.device) if self.compiled else preallocated_decode_step
+        self.decode = compiled_decode(memory.device) if self.compiled else Transformer.decode
 
     def __call__(self, prefix: Tensor) -> Tensor:
         self.cache.position.fill_(prefix.shape[1] - 1)      # on the device: no host sync
         torch.compiler.cudagraph_mark_step_begin()          # the last step's logits are used up
-        return self.step(self.model, prefix[:, -1:].contiguous(), self.cache)   # same strides each step
+        token = prefix[:, -1:].contiguous()                 # (B, 1), the same strides each step
+        return self.decode(self.model, token, cache=self.cache, validate=False)[:, -1]   # (B, V)
 
     def select(self, rows: Tensor) -> None:
         self.cache.select(rows)
 
 
 class CompiledDecoding(PreallocatedDecoding):
-    """`PreallocatedDecoding` with `compiled_decode_step` (a CUDA graph on a GPU), on one cache per
+    """`PreallocatedDecoding` with `compiled_decode` (a CUDA graph on a GPU), on one cache per
     model, reused while the shapes fit."""
 
     compiled = True

@@ -81,3 +81,29 @@ def test_bad_padding_mask_shape():
     layer = EncoderLayer(8, 2)
     with pytest.raises(ValueError, match="key_padding_mask"):
         layer(torch.randn(2, 5, 8), src_key_padding_mask=torch.zeros(2, 4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_every_attention_starts_as_nn_multiheadattention_does(norm_first):
+    """In every layer of both stacks: Xavier-uniform over the stacked (3d, d) in-projection,
+    zero biases, as nn.MultiheadAttention; each layer drawn on its own."""
+    import itertools
+    import math
+
+    from transformer_lib.model import Transformer, TransformerConfig
+    from transformer_lib.multihead import MultiHeadAttention
+
+    torch.manual_seed(0)
+    d = 64
+    model = Transformer(TransformerConfig(50, 50, d_model=d, nhead=4, num_encoder_layers=3,
+                                          num_decoder_layers=3, dim_feedforward=128, norm_first=norm_first))
+    bound = math.sqrt(6 / (d + 3 * d))                           # 0.153; nn.Linear's is 1/sqrt(d) = 0.125
+    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert len(attentions) == 3 + 2 * 3
+    for attention in attentions:
+        for proj in (attention.q_proj, attention.k_proj, attention.v_proj):
+            assert 0.95 * bound < proj.weight.abs().max() <= bound   # the whole Xavier range is drawn
+            assert torch.count_nonzero(proj.bias) == 0
+        assert torch.count_nonzero(attention.out_proj.bias) == 0
+    weights = [a.q_proj.weight for a in attentions]
+    assert not any(torch.equal(a, b) for a, b in itertools.combinations(weights, 2))

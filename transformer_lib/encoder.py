@@ -102,8 +102,9 @@ def copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
 
 # %% ../notebooks/04b_encoder.ipynb #2ba153f8
 def _reset_all(module: nn.Module) -> None:
-    """Re-draw every parameter of `module` with its submodules' own initialisers."""
-    for sub in module.modules():
+    """Re-draw every parameter of `module` with its submodules' own initialisers, each module
+    after its children: `MultiHeadAttention` re-draws its projections after `nn.Linear` has."""
+    for sub in reversed(list(module.modules())):                # children before their parent
         for name in ("reset_parameters", "_reset_parameters"):
             if sub is not module and hasattr(sub, name):
                 getattr(sub, name)()

@@ -25,6 +25,8 @@ FIND_LINKS := $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)
 UV_INSTALL  = $(BIN)/uv pip install -q --compile-bytecode --index-strategy unsafe-best-match \
 	$(addprefix --find-links ,$(FIND_LINKS)) $(if $(PIP_EXTRA_INDEX_URL),--extra-index-url $(PIP_EXTRA_INDEX_URL))
 $(STAMP): requirements.txt pyproject.toml
+	@command -v dot >/dev/null || { echo "installing Debian's graphviz (dot draws the book's diagrams)"; \
+		$(SUDO) apt-get update -qq; $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check "$(UV_PIN)"
 	$(UV_INSTALL) --python $(BIN)/python -r requirements.txt
@@ -131,7 +133,7 @@ FLOOR_STAMP := $(FLOOR_VENV)/.installed
 $(FLOOR_STAMP): pyproject.toml | $(STAMP)
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(UV_INSTALL) --python $(FLOOR_VENV)/bin/python "torch==$(TORCH_FLOOR).*" "numpy<2" \
-		$$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis|psutil)==' requirements.txt)
+		$$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis|psutil|graphviz)==' requirements.txt)
 	$(UV_INSTALL) --python $(FLOOR_VENV)/bin/python --no-deps -e .
 	@touch $@
 floor-setup: setup $(FLOOR_STAMP)

@@ -159,6 +159,7 @@ demo: setup node_modules/.installed
 	$(BIN)/python tools/build_demo.py
 
 book-build: setup demo
+	$(BIN)/python tools/draw_front_page.py
 	$(BIN)/jupyter-book build . -W --keep-going
 
 # Headless Chromium for the browser test (fonts-noto-cjk: the glossary's Chinese in screenshots).

@@ -1,7 +1,8 @@
 """The rendered-book checker (tools/browser_test.py) catches what it claims to catch.
 
 Two synthetic pages are checked in headless Chromium: a good one must pass, and a bad one
-(JavaScript error, TeX error, broken image, wrong Colab link, request to another host) must
+(JavaScript error, TeX error, broken image, a figure without alt text or caption, code that
+scrolls sideways, wrong Colab link, request to another host) must
 fail with a message for each fault. Skipped where Chromium is not installed.
 """
 from __future__ import annotations
@@ -52,11 +53,14 @@ def test_checker_passes_a_good_page_and_names_every_fault_of_a_bad_one(tmp_path)
     good_colab = mod.expected_colab(CONFIG, "00_good")
     (html / "notebooks" / "00_good.html").write_text(page(
         f'<p><span class="math">\\(\\frac{{a}}{{\\sqrt{{d_k}}}}\\)</span></p>'
-        f'<img src="fig.png" alt="figure"><a href="{good_colab}">Colab</a>'))
+        f'<figure><img src="fig.png" alt="a one-pixel test image"><figcaption>A caption.</figcaption></figure>'
+        f'<div class="highlight"><pre>{"x = 1  # fits" * 3}</pre></div><a href="{good_colab}">Colab</a>'))
     (html / "notebooks" / "01_bad.html").write_text(page(
         '<p><span class="math">\\(\\frac{a}{\\undefinedmacro}\\)</span></p>'
         '<p><span class="math">\\(a^\\)</span></p>'
         '<img src="missing.png" alt="missing">'
+        '<figure><img src="fig.png" alt="fig.png"></figure>'
+        f'<div class="highlight"><pre>{"y = 2 + " * 60}</pre></div>'
         '<img src="https://example.invalid/remote.png" alt="remote">'
         f'<a href="{mod.expected_colab(CONFIG, "00_good")}">Colab</a>'
         '<script>throw new Error("boom from the page")</script>'))
@@ -65,13 +69,16 @@ def test_checker_passes_a_good_page_and_names_every_fault_of_a_bad_one(tmp_path)
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
-    assert "ok   notebooks/00_good.html: 1 math typeset, 1 images" in out, out
+    assert "ok   notebooks/00_good.html: 1 math typeset, 1 figures with alt text and caption" in out, out
     bad = out.split("FAIL notebooks/01_bad.html", 1)[1]
     for fault in ("boom from the page",
                   "2 TeX errors",
                   'undefined macro \\undefinedmacro in "\\frac{a}{\\undefinedmacro}"',
                   'Missing superscript or subscript argument in "a^"',
-                  "missing.png", "2 of 2 images did not load",
+                  "missing.png", "2 of 3 images did not load",
+                  "1 of 3 figures have no alt text (or only a file name): fig.png",
+                  "3 of 3 figures have no caption",
+                  "1 shown code blocks scroll sideways at 1280 px",
                   "request left the book (external request): https://example.invalid/remote.png",
                   "Colab link is", "notebooks/01_bad.ipynb"):
         assert fault in bad, f"{fault!r} not reported:\n{out}"
@@ -86,7 +93,9 @@ def test_checker_fails_a_capstone_page_without_its_demo(tmp_path):
     html = tmp_path / "html"
     (html / "notebooks").mkdir(parents=True)
     (html / "notebooks" / "09_dates.html").write_text(page(
-        f'<p>no demo here</p><a href="{mod.expected_colab(CONFIG, "09_dates")}">Colab</a>'))
+        f'<p>no demo here</p><figure><img src="fig.png" alt="a test image"><figcaption>A caption.'
+        f'</figcaption></figure><a href="{mod.expected_colab(CONFIG, "09_dates")}">Colab</a>'))
+    (html / "notebooks" / "fig.png").write_bytes(PNG_1x1)
     proc = subprocess.run([sys.executable, str(SCRIPT), str(html), "--screenshots", str(tmp_path / "shots")],
                           capture_output=True, text=True, timeout=180)
     out = proc.stdout + proc.stderr

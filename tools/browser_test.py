@@ -7,6 +7,9 @@ For every chapter page (``notebooks/*.html``) and every prose page (``book/*.htm
 * no JavaScript error (uncaught exception, ``console.error``, or a resource that failed to load);
 * every math element was typeset by MathJax, without a TeX error;
 * every figure (``<img>``) loaded (``naturalWidth > 0``);
+* every figure in the page's content has alt text (not a file name) and a caption, and a chapter
+  page has at least one;
+* no shown code block (a cell's input, or code in the prose) scrolls sideways at 1280 px;
 * chapters only: the Colab launch link opens that chapter's notebook,
   ``https://colab.research.google.com/github/<org>/<repo>/blob/<branch>/notebooks/<name>.ipynb``,
   with org, repo and branch taken from ``_config.yml``.
@@ -22,6 +25,10 @@ matching the input and the answer). An empty box, characters outside the vocabul
 paste must get a message and no answer, quickly. With WebAssembly removed from the page, the demo must
 say so. The time from the page's load to the first answer is measured and printed, not asserted;
 screenshots ``09_dates-demo.png`` and ``09_dates-demo-no-wasm.png``.
+
+At 400 px (a phone), the front page and chapters 2, 5b and 9 are loaded again: every figure and the
+demo (after it has answered a date, with its heatmap) must fit inside the window; screenshots
+``<page>-400.png``, ``<page>-figure-400.png`` and ``09_dates-demo-400.png``.
 
 The pages are served over HTTP from a local server. The browser has no network: the page's
 MathJax script (``https://cdn.jsdelivr.net/npm/mathjax@3/...``) and the fonts it loads are
@@ -108,7 +115,18 @@ CHECK_JS = r"""
   const colab = [...document.querySelectorAll('a[href*="colab.research.google.com"]')].map(a => a.href);
   const badImgs = imgs.filter(img => !(img.complete && img.naturalWidth > 0))
                       .map(img => img.getAttribute('src') || img.currentSrc);
-  return {mathjax, nMath: mathNodes.length, nTypeset: document.querySelectorAll('mjx-container').length,
+  // Figures of the page's content: alt text (not the file name myst-nb gives by default) and a caption.
+  const article = document.querySelector('article') || document.body;
+  const figures = [...article.querySelectorAll('img')].map(img => {
+    const fig = img.closest('figure'), src = img.getAttribute('src') || '';
+    const caption = fig && fig.querySelector('figcaption') ? fig.querySelector('figcaption').innerText.trim() : '';
+    return {src: src.split('/').pop(), alt: (img.getAttribute('alt') || '').trim(), caption};
+  });
+  // Shown code (cell inputs and code blocks in the prose, not outputs, not folded cells) that scrolls sideways.
+  const wideCode = [...article.querySelectorAll('div.highlight pre')]
+    .filter(pre => !pre.closest('.cell_output') && pre.clientWidth > 0 && pre.scrollWidth > pre.clientWidth + 1)
+    .map(pre => pre.innerText.split('\n').reduce((a, b) => b.length > a.length ? b : a, '').slice(0, 100));
+  return {figures, wideCode, mathjax, nMath: mathNodes.length, nTypeset: document.querySelectorAll('mjx-container').length,
           untypeset, texErrors, colab, nImgs: imgs.length, badImgs,
           title: document.title, codeCells: document.querySelectorAll('div.cell').length};
 })()
@@ -298,6 +316,24 @@ def js_errors(events: list[dict]) -> list[str]:
     return out
 
 
+HASH_NAME = re.compile(r"^[0-9a-f]{32,}\.\w+$")
+
+
+def figure_failures(rel: str, figures: list[dict]) -> list[str]:
+    """A chapter page has at least one figure; every figure has real alt text and a caption."""
+    fails = []
+    if rel.startswith("notebooks/") and not figures:
+        fails.append("no figure on this chapter page")
+    no_alt = [f["src"] for f in figures if not f["alt"] or f["alt"] == f["src"] or HASH_NAME.match(f["alt"])]
+    no_caption = [f["src"] for f in figures if not f["caption"]]
+    if no_alt:
+        fails.append(f"{len(no_alt)} of {len(figures)} figures have no alt text (or only a file name): "
+                     f"{', '.join(no_alt[:3])}")
+    if no_caption:
+        fails.append(f"{len(no_caption)} of {len(figures)} figures have no caption: {', '.join(no_caption[:3])}")
+    return fails
+
+
 def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: Path) -> tuple[list[str], dict]:
     browser.events.clear()
     browser.call("Page.navigate", {"url": f"{base_url}/{rel}"})
@@ -323,6 +359,10 @@ def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: P
     if r["badImgs"]:
         fails.append(f"{len(r['badImgs'])} of {r['nImgs']} images did not load: {', '.join(r['badImgs'][:5])}")
     name = Path(rel).stem
+    fails += figure_failures(rel, r["figures"])
+    if r["wideCode"]:
+        fails.append(f"{len(r['wideCode'])} shown code blocks scroll sideways at {WIDTH} px, widest line: "
+                     f"{max(r['wideCode'], key=len)!r}")
     if rel.startswith("notebooks/"):
         want = expected_colab(config, name)
         if not r["colab"]:
@@ -533,6 +573,69 @@ def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list
     return fails, lines
 
 
+NARROW = 400
+NARROW_PAGES = ["book/intro.html", "notebooks/02_attention.html", "notebooks/05b_model.html", DEMO_PAGE]
+
+# At a phone's width: every figure and the demo (box, answer, heatmap) fit inside the window.
+NARROW_JS = r"""
+(() => {
+  const w = window.innerWidth, article = document.querySelector('article') || document.body;
+  const over = el => el.getBoundingClientRect().right > w + 1 || el.getBoundingClientRect().left < -1;
+  const figures = [...article.querySelectorAll('img')];
+  const demo = ['dates-demo', 'dates-demo-input', 'dates-demo-output', 'dates-demo-heatmap']
+    .map(id => document.getElementById(id)).filter(el => el && !el.hidden);
+  return {width: w, nFigures: figures.length,
+          overflowing: [...figures, ...demo].filter(over).map(el => el.id || (el.getAttribute('src') || '').split('/').pop())};
+})()
+"""
+
+
+def check_narrow(browser: Browser, base_url: str, shots: Path, pages: list[str]) -> tuple[list[str], list[str]]:
+    """A few pages at 400 px: figures and the demo (after one answer) fit; screenshots `<page>-400.png`."""
+    def evaluate(expression: str, timeout: float = PAGE_TIMEOUT_S):
+        res = browser.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
+                                                "returnByValue": True}, timeout=timeout)
+        return res["result"].get("value")
+
+    fails, lines = [], []
+    browser.call("Emulation.setDeviceMetricsOverride",
+                 {"width": NARROW, "height": 860, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        for rel in pages:
+            browser.events.clear()
+            browser.call("Page.navigate", {"url": f"{base_url}/{rel}"})
+            browser.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S)
+            evaluate(CHECK_JS % {"ms": 15000})                 # wait for MathJax and the images
+            name = Path(rel).stem
+            browser.screenshot(shots / f"{name}-{NARROW}.png")
+            if evaluate("(() => { const i = document.querySelector('article img'); if (!i) return false;"
+                        " i.scrollIntoView({block: 'center'}); return true; })()"):
+                browser.screenshot(shots / f"{name}-figure-{NARROW}.png")
+            if rel == DEMO_PAGE and not evaluate("!!document.getElementById('dates-demo-input')"):
+                fails.append(f"{rel} at {NARROW} px: no demo")
+            elif rel == DEMO_PAGE:
+                evaluate("(() => { const i = document.getElementById('dates-demo-input'); "
+                         "i.scrollIntoView({block: 'start'}); i.focus(); i.select(); })()")
+                browser.call("Input.insertText", {"text": "Sunday, July 20, 1969"})
+                answered = evaluate(DEMO_WAIT_JS % {"text": json.dumps("Sunday, July 20, 1969"),
+                                                    "needle": '""', "ms": 60000, "kind": '"answer"'},
+                                    timeout=70)
+                if answered["answer"] != "1969-07-20" or answered["heatmap"]["hidden"]:
+                    fails.append(f"at {NARROW} px the demo answered {answered['answer']!r}, heatmap hidden: "
+                                 f"{answered['heatmap']['hidden']}")
+                evaluate("document.getElementById('dates-demo').scrollIntoView({block: 'start'})")
+                browser.screenshot(shots / f"{name}-demo-{NARROW}.png")
+            r = evaluate(NARROW_JS)
+            if r["overflowing"]:
+                fails.append(f"{rel} at {r['width']} px: wider than the window: {', '.join(r['overflowing'][:5])}")
+            fails += [f"{rel} at {NARROW} px: {e}" for e in js_errors(browser.events)]
+            lines.append(f"{rel}: {r['nFigures']} figures fit at {r['width']} px")
+    finally:
+        browser.call("Emulation.setDeviceMetricsOverride",
+                     {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+    return fails, lines
+
+
 def _timed(check, empty):
     """(check()'s (failures, result), seconds); a browser error becomes one failure."""
     t = time.monotonic()
@@ -585,12 +688,20 @@ def main() -> int:
         for rel in pages:
             (fails, r), dt = _timed(lambda: check_page(browser, base_url, rel, config, shots), {})
             colab = ", Colab link ok" if rel.startswith("notebooks/") else ""
-            failed += _report(rel, fails, dt, lambda: f"{r['nMath']} math typeset, {r['nImgs']} images, "
+            failed += _report(rel, fails, dt, lambda: f"{r['nMath']} math typeset, "
+                              f"{len(r['figures'])} figures with alt text and caption, "
                               f"{r['codeCells']} code cells{colab}")
         if DEMO_PAGE in pages:
             (fails, lines), dt = _timed(lambda: check_dates_demo(browser, base_url, shots), [])
             failed += _report(f"demo on {DEMO_PAGE}", fails, dt,
                               lambda: "answers equal PyTorch's, bad input refused, no-WebAssembly message shown")
+            for line in lines:
+                print(f"     {line}")
+        narrow = [p for p in NARROW_PAGES if p in pages]
+        if narrow:
+            (fails, lines), dt = _timed(lambda: check_narrow(browser, base_url, shots, narrow), [])
+            failed += _report(f"{len(narrow)} pages at {NARROW} px", fails, dt,
+                              lambda: "figures and the demo fit the window")
             for line in lines:
                 print(f"     {line}")
     finally:

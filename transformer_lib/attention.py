@@ -19,37 +19,41 @@ __all__ = ['to_additive_mask', 'to_sdpa_mask', 'fully_masked_rows', 'check_mask_
            'padding_mask', 'TransformerMasks', 'build_masks', 'Padding', 'call_masks', 'find_padding']
 
 # %% ../notebooks/02_attention.ipynb #5e06a748
+# fmt: off
 def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-    """The additive mask M of softmax(QK^T/sqrt(d_k) + M), same shape: a bool `mask` (True = may
-    not attend) becomes 0 / -inf in `dtype`; a floating mask is cast to `dtype`."""
+    """The additive mask M of softmax(QK^T/sqrt(d_k) + M), same shape: a bool `mask`
+    (True = may not attend) becomes 0 / -inf in `dtype`; a floating one is cast."""
     if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, -math.inf)
+        zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+        return zeros.masked_fill(mask, -math.inf)
     return mask.to(dtype)
 
 
 def to_sdpa_mask(mask: Tensor) -> Tensor:
-    """Our mask for `F.scaled_dot_product_attention`, whose bool masks are True where the query MAY
-    attend (the opposite of `nn.Transformer` and of this library): bool inverted, floating kept."""
+    """Our mask in the convention of `F.scaled_dot_product_attention`, whose bool masks
+    are True where the query MAY attend (the opposite of `nn.Transformer` and of this
+    library): bool inverted, floating kept."""
     return ~mask if mask.dtype == torch.bool else mask
 
 
 def fully_masked_rows(mask: Tensor) -> Tensor:
-    """Bool (..., Lq, 1): True for query rows whose keys are all masked (all True, or all -inf)."""
+    """Bool (..., Lq, 1): True where all keys of a query row are masked (True, -inf)."""
     blocked = mask if mask.dtype == torch.bool else torch.isneginf(mask)
     return blocked.all(dim=-1, keepdim=True)
 
-# %% ../notebooks/02_attention.ipynb #5c6996aa
+
 def check_mask_dtype(mask: Tensor, name: str) -> None:
     if not isinstance(mask, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name} must be a bool tensor (True = may not attend) or a floating "
-                        f"additive mask, got dtype {mask.dtype}")
+        raise TypeError(f"{name} must be a bool tensor (True = may not attend) or a "
+                        f"floating additive mask, got dtype {mask.dtype}")
 
 
-def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
-                          dropout_p: float, is_causal: bool) -> None:
-    """The argument checks of `attention`, at its public entry, kept out of its formula."""
+def _check_attention_args(query: Tensor, key: Tensor, value: Tensor,
+                          mask: Tensor | None, dropout_p: float,
+                          is_causal: bool) -> None:
+    """The argument checks of `attention`, at its public entry, out of its formula."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -57,65 +61,71 @@ def _check_attention_args(query: Tensor, key: Tensor, value: Tensor, mask: Tenso
             raise ValueError(f"{name} must have shape [..., L, d], got {list(t.shape)}")
     Lq, Lk = query.shape[-2], key.shape[-2]
     if key.shape[-1] != query.shape[-1]:
-        raise ValueError(f"key must have width d_k = {query.shape[-1]} like query, got {list(key.shape)}")
+        raise ValueError(f"key must have width d_k = {query.shape[-1]} like query, "
+                         f"got {list(key.shape)}")
     if value.shape[-2] != Lk:
-        raise ValueError(f"value must have Lk = {Lk} positions like key, got {list(value.shape)}")
+        raise ValueError(f"value must have Lk = {Lk} positions like key, "
+                         f"got {list(value.shape)}")
     if mask is not None:
         check_mask_dtype(mask, "mask")
         if mask.dim() < 2 or mask.shape[-1] != Lk or mask.shape[-2] not in (1, Lq):
-            raise ValueError(f"mask must broadcast to [..., Lq, Lk] = [..., {Lq}, {Lk}], "
-                             f"got {list(mask.shape)}")
+            raise ValueError(f"mask must broadcast to [..., Lq, Lk] = "
+                             f"[..., {Lq}, {Lk}], got {list(mask.shape)}")
     if is_causal and Lq != Lk:
-        raise ValueError(f"is_causal needs as many queries as keys, got Lq = {Lq} and Lk = {Lk}")
+        raise ValueError(f"is_causal needs as many queries as keys, "
+                         f"got Lq = {Lq} and Lk = {Lk}")
     check_probability(dropout_p, "dropout_p")
 
 
 def _with_future(mask: Tensor | None, Lq: int, device: torch.device) -> Tensor:
     """`mask` with the causal mask (Lq, Lq) added: the union of what both forbid."""
-    future = causal_mask(Lq, device=device)                                    # (Lq, Lk)
+    future = causal_mask(Lq, device=device)  # (Lq, Lk)
     if mask is None:
         return future
-    return future | mask if mask.dtype == torch.bool else to_additive_mask(future, mask.dtype) + mask
+    bool_mask = mask.dtype == torch.bool
+    return future | mask if bool_mask else to_additive_mask(future, mask.dtype) + mask
 
 
 def _unmask_dead_rows(mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
-    """The mask with its fully masked rows opened (no 0/0 in softmax), and those rows (..., Lq, 1)."""
+    """`mask` with its fully masked rows opened (no 0/0 in softmax), and those rows."""
     if mask is None:
         return None, None
-    dead = fully_masked_rows(mask)                                             # (..., Lq, 1)
-    return (mask & ~dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)), dead
+    dead = fully_masked_rows(mask)  # (..., Lq, 1)
+    opened = mask & ~dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)
+    return opened, dead
 
 
-def _sdpa(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, dropout_p: float,
-          is_causal: bool) -> Tensor:
-    """`F.scaled_dot_product_attention` with our mask convention (bool True = may not attend)."""
+def _sdpa(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
+          dropout_p: float, is_causal: bool) -> Tensor:
+    """`F.scaled_dot_product_attention` with our masks (bool True = may not attend)."""
     if mask is not None:
         mask = to_sdpa_mask(mask if mask.dtype == torch.bool else mask.to(query.dtype))
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p,
-                                          is_causal=is_causal)
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask,
+                                          dropout_p=dropout_p, is_causal=is_causal)
 
 
 def _zero_rows(x: Tensor, dead: Tensor | None) -> Tensor:
     """`x` (..., Lq, n) with the rows `dead` (..., Lq, 1) set to zero."""
     return x if dead is None else x.masked_fill(dead, 0.0)
 
-# %% ../notebooks/02_attention.ipynb #a77e0c11
+
 def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
               dropout_p: float = 0.0, fused: bool = False,
               is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
     """Scaled dot-product attention: softmax(Q K^T / sqrt(d_k) + M) V.
 
     Args:
-        mask: M, bool (True = may not attend) or floating (added). A query row whose keys are all
-            masked gets zero weights and a zero output (not NaN), on both paths.
+        mask: M, bool (True = may not attend) or floating (added). A query row with all
+            keys masked gets zero weights and a zero output (not NaN), on both paths.
         dropout_p: dropout on the weights (0.0 in eval mode).
-        fused: `F.scaled_dot_product_attention` (no weights) instead of the written-out path.
-        is_causal: also mask the future (key j > query i; needs Lq = Lk). Without `mask`, the
-            fused path passes it to SDPA as a flag, never as a tensor: flash kernels stay usable.
+        fused: `F.scaled_dot_product_attention` (no weights), not the written-out path.
+        is_causal: also mask the future (key j > query i; Lq = Lk). Without `mask`, the
+            fused path passes it to SDPA as a flag, not a tensor: flash stays usable.
 
     Shapes:
-        query (..., Lq, d_k), key (..., Lk, d_k), value (..., Lk, d_v), mask broadcastable to
-        (..., Lq, Lk) -> output (..., Lq, d_v), weights (..., Lq, Lk) or None when `fused`.
+        query (..., Lq, d_k), key (..., Lk, d_k), value (..., Lk, d_v), mask
+        broadcastable to (..., Lq, Lk) -> output (..., Lq, d_v), weights (..., Lq, Lk)
+        or None when `fused`.
     """
     _check_attention_args(query, key, value, mask, dropout_p, is_causal)
     return _attention(query, key, value, mask, dropout_p, fused, is_causal)
@@ -124,23 +134,25 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
 def _attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
                dropout_p: float = 0.0, fused: bool = False,
                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
-    """`attention` without its argument checks, for callers that checked them (multi-head)."""
-    if is_causal and (mask is not None or not fused):     # the flag only where SDPA takes it
+    """`attention` without argument checks, for callers that checked them."""
+    # the causal flag only where SDPA takes it: else the causal mask as a tensor
+    if is_causal and (mask is not None or not fused):
         mask, is_causal = _with_future(mask, query.shape[-2], query.device), False
-    mask, dead = _unmask_dead_rows(mask)                  # dead: rows with nothing to read
+    mask, dead = _unmask_dead_rows(mask)  # dead: rows with nothing to read
     if fused:
-        return _zero_rows(_sdpa(query, key, value, mask, dropout_p, is_causal), dead), None
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])    # (..., Lq, Lk)
+        output = _sdpa(query, key, value, mask, dropout_p, is_causal)
+        return _zero_rows(output, dead), None
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Lq, Lk)
     if mask is not None:
-        scores = scores + to_additive_mask(mask, scores.dtype)              # + M
-    weights = _zero_rows(scores.softmax(dim=-1), dead)                      # (..., Lq, Lk)
+        scores = scores + to_additive_mask(mask, scores.dtype)  # + M
+    weights = _zero_rows(scores.softmax(dim=-1), dead)  # (..., Lq, Lk)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
-    return _zero_rows(weights @ value, dead), weights                       # (..., Lq, d_v)
+    return _zero_rows(weights @ value, dead), weights  # (..., Lq, d_v)
 
 # %% ../notebooks/02_attention.ipynb #86dae51f
 def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
-    """Bool (size, size): True above the diagonal, where query i may not attend key j > i."""
+    """Bool (size, size): True above the diagonal (query i may not attend key j > i)."""
     size = check_positive_int(size, "size")
     return torch.ones(size, size, dtype=torch.bool, device=device).triu(diagonal=1)
 
@@ -148,18 +160,21 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Bool (B, L): True where `tokens` (B, L), integer ids, equals `pad_id`."""
     if not isinstance(tokens, Tensor):
-        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
-    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-        raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
+        raise TypeError(
+            f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}"
+        )
+    dtype = tokens.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise TypeError(f"tokens must hold integer token ids, got dtype {dtype}")
     check_shape(tokens, (None, None), "tokens")
     pad_id = check_positive_int(pad_id, "pad_id", allow_zero=True)
     return tokens.eq(pad_id)
 
 # %% ../notebooks/02_attention.ipynb #b89a0968
 class TransformerMasks(NamedTuple):
-    """The masks of one encoder-decoder batch, named as in `torch.nn.Transformer` (True = may
-    not attend). None: nothing to mask (a batch without PAD). `tgt_is_causal`: the causal mask
-    as a flag instead of `tgt_mask` (a flash kernel may then run).
+    """The masks of one encoder-decoder batch, named as in `torch.nn.Transformer`
+    (True = may not attend); None: nothing to mask (a batch without PAD).
+    `tgt_is_causal`: the causal mask as a flag, not `tgt_mask` (a flash kernel may run).
 
     Shapes:
         src_key_padding_mask (B, S), tgt_mask (T, Lk), tgt_key_padding_mask (B, Lk),
@@ -177,9 +192,10 @@ class TransformerMasks(NamedTuple):
         return self._asdict()
 
     def dense(self) -> dict[str, Tensor]:
-        """The full bool mask of each attention, of masks made by `build_masks`: encoder_self
-        (B, S, S), decoder_self (B, T, T), cross (B, T, S)."""
-        src, tgt, mem = self.src_key_padding_mask, self.tgt_key_padding_mask, self.memory_key_padding_mask
+        """The full bool mask of each attention, of masks made by `build_masks`:
+        encoder_self (B, S, S), decoder_self (B, T, T), cross (B, T, S)."""
+        src, tgt = self.src_key_padding_mask, self.tgt_key_padding_mask
+        mem = self.memory_key_padding_mask
         S, T = src.shape[1], tgt.shape[1]
         return {
             "encoder_self": src[:, None, :].expand(-1, S, -1),
@@ -187,44 +203,48 @@ class TransformerMasks(NamedTuple):
             "cross": mem[:, None, :].expand(-1, T, -1),
         }
 
-
+# %% ../notebooks/02_attention.ipynb #e2f7b3c8
 def build_masks(src: Tensor, tgt_in: Tensor, pad_id: int) -> TransformerMasks:
-    """All masks of a batch from source ids `src` (B, S) and shifted target input ids `tgt_in` (B, T)."""
-    src_pad = padding_mask(src, pad_id)     # (B, S)
+    """The masks of source ids `src` (B, S) and target input ids `tgt_in` (B, T)."""
+    src_pad = padding_mask(src, pad_id)  # (B, S)
     tgt_pad = padding_mask(tgt_in, pad_id)  # (B, T)
     if src.shape[0] != tgt_in.shape[0]:
-        raise ValueError(f"src and tgt_in must have the same batch size, got src {list(src.shape)} "
-                         f"and tgt_in {list(tgt_in.shape)}")
-    return TransformerMasks(src_key_padding_mask=src_pad,
-                            tgt_mask=causal_mask(tgt_in.shape[1], device=tgt_in.device),
-                            tgt_key_padding_mask=tgt_pad,
-                            memory_key_padding_mask=src_pad)
+        raise ValueError(
+            f"src and tgt_in must have the same batch size, got src {list(src.shape)} "
+            f"and tgt_in {list(tgt_in.shape)}"
+        )
+    future = causal_mask(tgt_in.shape[1], device=tgt_in.device)  # (T, T)
+    return TransformerMasks(src_pad, future, tgt_pad, src_pad)
 
-
+# %% ../notebooks/02_attention.ipynb #a4d8e6b2
+# fmt: off
 class Padding(NamedTuple):
-    """Whether a batch holds PAD, in its source and in its target input. Where it holds none,
-    the model drops that padding mask, and passes the causal mask as a flag (a flash kernel)."""
+    """Whether a batch holds PAD in its source and in its target input. Where it holds
+    none, the model drops that mask and passes the causal mask as a flag (flash)."""
 
     src: bool = True
     tgt: bool = True
 
 
-def call_masks(src_pad: Tensor | None, tgt_pad: Tensor, padding: Padding = Padding(), cache=None,
-               start: int | Tensor = 0) -> TransformerMasks:
-    """The masks of one call of the model, made once: src_pad (B, S) and tgt_pad (B, T) (True =
-    PAD), for target positions start ... start + T - 1 after a decoding cache's positions (the
-    cache records their padding). None where `padding` says there is no PAD; without a cache
-    and PAD in the target, the causal mask is the flag `tgt_is_causal`."""
+def call_masks(src_pad: Tensor | None, tgt_pad: Tensor, padding: Padding = Padding(),
+               cache=None, start: int | Tensor = 0) -> TransformerMasks:
+    """The masks of one call of the model, made once: src_pad (B, S) and tgt_pad (B, T)
+    (True = PAD), for target positions start ... start + T - 1 after a decoding cache's
+    positions (the cache records their padding). None where `padding` says there is no
+    PAD; without a cache and PAD in the target, the causal mask is the flag
+    `tgt_is_causal`."""
     T = tgt_pad.shape[1]
-    src_pad = src_pad if padding.src else None                                     # (B, S)
+    src_pad = src_pad if padding.src else None  # (B, S)
     if cache is None and not padding.tgt:
         return TransformerMasks(src_pad, None, None, src_pad, tgt_is_causal=T > 1)
-    keys_pad = tgt_pad if cache is None else cache.append_padding(tgt_pad)         # (B, Lk)
-    future = None if T == 1 else causal_mask(start + T, tgt_pad.device)[start:]    # (T, Lk)
+    keys_pad = tgt_pad if cache is None else cache.append_padding(tgt_pad)  # (B, Lk)
+    # the causal mask (T, Lk) of the T new positions; none for one position
+    future = None if T == 1 else causal_mask(start + T, tgt_pad.device)[start:]
     return TransformerMasks(src_pad, future, keys_pad, src_pad)
 
 
 def find_padding(src: Tensor, tgt_in: Tensor, pad_id: int) -> Padding:
-    """Where `src` (B, S) and `tgt_in` (B, T) hold `pad_id`. It reads them on the host: call it
-    where batches are made (on CPU tensors), not on the GPU in every step."""
-    return Padding(bool(padding_mask(src, pad_id).any()), bool(padding_mask(tgt_in, pad_id).any()))
+    """Where `src` (B, S) and `tgt_in` (B, T) hold `pad_id`. It reads them on the host:
+    call it where batches are made (on CPU tensors), not on the GPU in every step."""
+    return Padding(bool(padding_mask(src, pad_id).any()),
+                   bool(padding_mask(tgt_in, pad_id).any()))

@@ -21,42 +21,62 @@ CHECKPOINT_FORMAT = "transformer_lib.checkpoint/1"
 
 
 def rng_state() -> dict:
-    """Every generator a training step draws from: Python's and torch's (CPU and each GPU)."""
+    """Every generator a training step draws from: Python's, torch's (CPU, each GPU)."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
     return {"python": random.getstate(), "torch": torch.get_rng_state(), "cuda": cuda}
 
 
 def set_rng_state(state: dict) -> None:
-    """Restore what `rng_state` captured (CUDA only where the same number of GPUs is visible)."""
+    """Restore what `rng_state` captured (CUDA only where as many GPUs are visible)."""
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"].cpu())
-    if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+    if (
+        state["cuda"]
+        and torch.cuda.is_available()
+        and len(state["cuda"]) == torch.cuda.device_count()
+    ):
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
-
-def save_checkpoint(path: str | Path, model: Transformer, config: TransformerConfig | None = None, *,
-                    optimizer: torch.optim.Optimizer | None = None,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-                    rng: dict | list[dict] | None = None, **extra) -> Path:
-    """Write the model (config and weights), and with `optimizer` the training state, atomically.
+# %% ../notebooks/06c_checkpoint.ipynb #c6e10a04
+def save_checkpoint(
+    path: str | Path,
+    model: Transformer,
+    config: TransformerConfig | None = None,
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    rng: dict | list[dict] | None = None,
+    **extra,
+) -> Path:
+    """Write the model (config, weights) and, with `optimizer`, the training state.
 
     Args:
-        path: the file; written through a temporary file in the same folder and `os.replace`.
-        model, config: the weights and the config they belong to (default `model.config`).
+        path: the file; written to a temporary file in the same folder, then renamed.
+        model, config: the weights and the config they belong to (default
+            `model.config`).
         optimizer, scheduler: their states, to resume training (see `load_checkpoint`).
-        rng: generator states (default with an optimizer: this process's `rng_state()`; a
-            list holds one per rank).
-        extra: plain values (step, losses, task...) returned by `load_checkpoint(with_extra=True)`.
+        rng: generator states (default with an optimizer: this process's `rng_state()`;
+            a list holds one per rank).
+        extra: plain values (step, losses, task...) returned by
+            `load_checkpoint(with_extra=True)`.
     """
     config = model.config if config is None else config
     if not isinstance(config, TransformerConfig):
-        raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
-    blob = {"format": CHECKPOINT_FORMAT, "config": config.to_dict(),
-            "state_dict": model.state_dict(), "extra": extra}
+        raise TypeError(
+            f"config must be a TransformerConfig, got {type(config).__name__}"
+        )
+    blob = {
+        "format": CHECKPOINT_FORMAT,
+        "config": config.to_dict(),
+        "state_dict": model.state_dict(),
+        "extra": extra,
+    }
     if optimizer is not None:
-        blob["training"] = {"optimizer": optimizer.state_dict(),
-                            "scheduler": None if scheduler is None else scheduler.state_dict(),
-                            "rng": rng_state() if rng is None else rng}
+        blob["training"] = {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": None if scheduler is None else scheduler.state_dict(),
+            "rng": rng_state() if rng is None else rng,
+        }
     return _write_atomically(blob, Path(path))
 
 
@@ -66,27 +86,37 @@ def _write_atomically(blob: dict, path: Path) -> Path:
         with open(temporary, "wb") as file:
             torch.save(blob, file)
             file.flush()
-            os.fsync(file.fileno())           # the bytes are on the disk before the name points at them
-        os.replace(temporary, path)           # one step: the old file or the new one, never half
+            # the bytes are on the disk before the name points at them
+            os.fsync(file.fileno())
+        os.replace(temporary, path)  # one step: the old file or the new one, never half
     finally:
         temporary.unlink(missing_ok=True)
     return path
 
 # %% ../notebooks/06c_checkpoint.ipynb #a4e46112
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", with_extra: bool = False,
-                    *, model: Transformer | None = None, optimizer: torch.optim.Optimizer | None = None,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-                    restore_rng: bool = False, rank: int = 0) -> Transformer | tuple[Transformer, dict]:
-    """The model saved by `save_checkpoint`; given an optimizer, also the state to resume training.
+def load_checkpoint(
+    path: str | Path,
+    map_location: str | torch.device = "cpu",
+    with_extra: bool = False,
+    *,
+    model: Transformer | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    restore_rng: bool = False,
+    rank: int = 0,
+) -> Transformer | tuple[Transformer, dict]:
+    """The model saved by `save_checkpoint`; given an optimizer, the state to resume.
 
     Args:
         path: a file written by `save_checkpoint` (loaded with `weights_only=True`).
         map_location: where tensors are loaded (a given `model` keeps its own device).
         with_extra: also return the `extra` values saved with it.
-        model: load the weights into this model (its config must equal the saved one) instead of
-            building a new one in eval mode.
-        optimizer, scheduler: restore their saved states (the checkpoint must hold them).
-        restore_rng: restore the generator states saved with the optimizer (`rank`'s, if per rank).
+        model: load the weights into this model (its config must equal the saved one)
+            instead of building a new one in eval mode.
+        optimizer, scheduler: restore their saved states (the checkpoint must hold
+            them).
+        restore_rng: restore the generator states saved with the optimizer (`rank`'s,
+            if per rank).
     """
     path = Path(path)
     try:
@@ -94,9 +124,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     except FileNotFoundError:
         raise
     except Exception as err:
-        raise ValueError(f"{path}: not a readable checkpoint ({type(err).__name__}: {str(err)[:200]})") from err
+        reason = f"{type(err).__name__}: {str(err)[:200]}"
+        raise ValueError(f"{path}: not a readable checkpoint ({reason})") from err
     if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path}: not a transformer_lib checkpoint (no format {CHECKPOINT_FORMAT!r})")
+        wanted = f"no format {CHECKPOINT_FORMAT!r}"
+        raise ValueError(f"{path}: not a transformer_lib checkpoint ({wanted})")
     for key in ("config", "state_dict"):
         if not isinstance(blob.get(key), dict):
             raise ValueError(f"{path}: checkpoint has no {key!r} dict")
@@ -106,23 +138,37 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
         except (TypeError, ValueError) as err:
             raise ValueError(f"{path}: invalid config in checkpoint: {err}") from err
     elif model.config.to_dict() != blob["config"]:
-        ours = model.config.to_dict()
-        differ = [f"{k}: saved {blob['config'].get(k)!r}, model {ours.get(k)!r}"
-                  for k in sorted(set(ours) | set(blob["config"])) if ours.get(k) != blob["config"].get(k)]
+        ours, saved = model.config.to_dict(), blob["config"]
+        differ = [
+            f"{k}: saved {saved.get(k)!r}, model {ours.get(k)!r}"
+            for k in sorted(set(ours) | set(saved))
+            if ours.get(k) != saved.get(k)
+        ]
         raise ValueError(f"{path}: saved for another config ({'; '.join(differ)})")
     problems = _state_dict_problems(model.state_dict(), blob["state_dict"])
     if problems:
-        raise ValueError(f"{path}: weights do not match the config: {'; '.join(problems)}")
+        raise ValueError(
+            f"{path}: weights do not match the config: {'; '.join(problems)}"
+        )
     model.load_state_dict(blob["state_dict"])
     if optimizer is not None or scheduler is not None or restore_rng:
-        _restore_training(path, blob.get("training"), optimizer, scheduler, restore_rng, rank)
+        _restore_training(
+            path, blob.get("training"), optimizer, scheduler, restore_rng, rank
+        )
     return (model, blob.get("extra", {})) if with_extra else model
 
-
-def _restore_training(path: Path, training: dict | None, optimizer, scheduler, restore_rng: bool,
-                      rank: int) -> None:
+# %% ../notebooks/06c_checkpoint.ipynb #c6e10a05
+def _restore_training(
+    path: Path,
+    training: dict | None,
+    optimizer,
+    scheduler,
+    restore_rng: bool,
+    rank: int,
+) -> None:
     if not isinstance(training, dict):
-        raise ValueError(f"{path}: holds a model only, no training state (saved without an optimizer)")
+        why = "saved without an optimizer"
+        raise ValueError(f"{path}: holds a model only, no training state ({why})")
     if optimizer is not None:
         optimizer.load_state_dict(training["optimizer"])
     if scheduler is not None:
@@ -130,17 +176,33 @@ def _restore_training(path: Path, training: dict | None, optimizer, scheduler, r
             raise ValueError(f"{path}: was saved without a scheduler state")
         scheduler.load_state_dict(training["scheduler"])
     if restore_rng:
-        states = training["rng"] if isinstance(training["rng"], list) else [training["rng"]]
+        states = (
+            training["rng"] if isinstance(training["rng"], list) else [training["rng"]]
+        )
         if not 0 <= rank < len(states):
-            raise ValueError(f"{path}: holds the generator states of {len(states)} rank(s), not of rank {rank}")
+            raise ValueError(
+                f"{path}: holds the generator states of {len(states)} rank(s), "
+                f"not of rank {rank}"
+            )
         set_rng_state(states[rank])
 
 
 def _state_dict_problems(expected: dict, found: dict, show: int = 3) -> list[str]:
     missing = [k for k in expected if k not in found]
     unexpected = [k for k in found if k not in expected]
-    shapes = [f"{k} {list(found[k].shape)} != {list(v.shape)}" for k, v in expected.items()
-              if k in found and tuple(found[k].shape) != tuple(v.shape)]
-    return [f"{label} {items[:show]}" + (f" (+{len(items) - show} more)" if len(items) > show else "")
-            for label, items in (("missing keys", missing), ("unexpected keys", unexpected),
-                                 ("shape mismatches", shapes)) if items]
+    shapes = [
+        f"{k} {list(found[k].shape)} != {list(v.shape)}"
+        for k, v in expected.items()
+        if k in found and tuple(found[k].shape) != tuple(v.shape)
+    ]
+    kinds = (
+        ("missing keys", missing),
+        ("unexpected keys", unexpected),
+        ("shape mismatches", shapes),
+    )
+    return [
+        f"{label} {items[:show]}"
+        + (f" (+{len(items) - show} more)" if len(items) > show else "")
+        for label, items in kinds
+        if items
+    ]

@@ -5,16 +5,17 @@
 # %% ../notebooks/10b_cli.ipynb #2c6f8d01
 from __future__ import annotations
 
-import argparse
 import sys
+from argparse import ArgumentDefaultsHelpFormatter, ArgumentParser, ArgumentTypeError
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, NoReturn, TypeVar
 
-from .distributed import (CHECKPOINT_NAME, ResumeError, cleanup_distributed,
-                                         setup_distributed, torchrun_env)
-from .job import (SIZES, TASKS, RunOptions, TaskSpec, model_config,
-                                 train_distributed)
+from .distributed import CHECKPOINT_NAME, ResumeError
+from .distributed import cleanup_distributed, setup_distributed
+from .distributed import torchrun_env
+from .job import SIZES, TASKS, RunOptions, TaskSpec, model_config
+from .job import train_distributed
 from .model import TransformerConfig
 from .recipe import PRECISIONS, SCHEDULES, TrainingConfig
 from .utils import get_device
@@ -31,10 +32,11 @@ def _int_at_least(low: int):
             value = int(text)
         except ValueError:
             problem = f"expected an integer >= {low}, got {text!r}"
-            raise argparse.ArgumentTypeError(problem) from None
+            raise ArgumentTypeError(problem) from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+            raise ArgumentTypeError(f"expected an integer >= {low}, got {value}")
         return value
+
     return parse
 
 
@@ -43,70 +45,111 @@ def _number_at_least(low: float, strict: bool):
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+            raise ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not (value > low if strict else value >= low) or value != value:
             relation = ">" if strict else ">="
-            raise argparse.ArgumentTypeError(f"expected a number {relation} {low}, got {text}")
+            raise ArgumentTypeError(f"expected a number {relation} {low}, got {text}")
         return value
+
     return parse
 
 
 def _prog() -> str:
     """The command's name in messages: `tt-train` when run as the installed script."""
-    return "tt-train" if Path(sys.argv[0]).stem == "tt-train" else "python -m transformer_lib.cli"
+    installed = Path(sys.argv[0]).stem == "tt-train"
+    return "tt-train" if installed else "python -m transformer_lib.cli"
 
-
-def make_parser() -> argparse.ArgumentParser:
-    """The options of the training command (`tt-train`, or `python -m transformer_lib.cli`)."""
-    p = argparse.ArgumentParser(
+# %% ../notebooks/10b_cli.ipynb #79790acb
+def make_parser() -> ArgumentParser:
+    """The options of `tt-train` (or `python -m transformer_lib.cli`)."""
+    p = ArgumentParser(
         prog=_prog(),
         description="Train a Transformer on one process, or on several under `torchrun "
-                    "--nproc_per_node N -m transformer_lib.cli ...` (DistributedDataParallel).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "--nproc_per_node N -m transformer_lib.cli ...` (DistributedDataParallel).",
+        formatter_class=ArgumentDefaultsHelpFormatter,
+    )
+    add = p.add_argument
     positive, natural = _int_at_least(1), _int_at_least(0)
-    nonnegative = _number_at_least(0.0, False)
-    p.add_argument("--task", choices=TASKS, default="reversal", help="what to learn")
-    p.add_argument("--steps", type=positive, default=1000, help="optimiser steps")
-    p.add_argument("--global-batch-size", type=positive, default=64,
-                   help="examples per step over all processes (each gets global / world size)")
-    p.add_argument("--lr", type=_number_at_least(0.0, True), default=1e-3,
-                   help="peak learning rate")
-    p.add_argument("--warmup", type=positive, default=200,
-                   help="warm-up steps of the inverse-sqrt schedule")
-    p.add_argument("--schedule", choices=SCHEDULES, default="inverse_sqrt",
-                   help="learning-rate shape: warm-up, then 1/sqrt, linear to the end, or none")
-    p.add_argument("--weight-decay", type=nonnegative, default=0.0)
-    p.add_argument("--label-smoothing", type=nonnegative, default=0.0)
-    p.add_argument("--clip", type=nonnegative, default=1.0, help="max gradient norm; 0: none")
-    p.add_argument("--dropout", type=nonnegative, default=0.0)
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="fp32; bf16: autocast, float32 weights; fp64: for exact comparisons")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (one graph: the batches are checked on the host)")
-    p.add_argument("--seed", type=natural, default=0, help="initial weights and batch order")
-    p.add_argument("--data-seed", type=natural, default=0, help="the generated data set")
-    p.add_argument("--train-size", type=positive, default=20_000, help="training pairs")
-    p.add_argument("--valid-size", type=positive, default=500,
-                   help="held-out pairs (rank 0 evaluates)")
-    p.add_argument("--size", choices=tuple(SIZES), default="tiny", help="model preset")
-    p.add_argument("--d-model", type=positive, default=None, help="override the preset's width")
-    p.add_argument("--heads", type=positive, default=None, help="override the preset's heads")
-    p.add_argument("--layers", type=positive, default=None,
-                   help="override the encoder and decoder depth")
-    p.add_argument("--ff", type=positive, default=None, help="override the feed-forward width")
-    p.add_argument("--device", default=None,
-                   help="cpu, cuda (each rank uses cuda:LOCAL_RANK); default: get_device()")
-    p.add_argument("--out", default=None, help="folder for checkpoint.pt and log.json (rank 0)")
-    p.add_argument("--checkpoint-every", type=natural, default=0,
-                   help="also write checkpoint.pt every this many steps (0: at the end only)")
-    p.add_argument("--resume", action="store_true", help="continue from checkpoint.pt in --out")
-    p.add_argument("--log-every", type=positive, default=100,
-                   help="print the loss every this many steps")
+    nonnegative, above_zero = _number_at_least(0.0, False), _number_at_least(0.0, True)
+    add("--task", choices=TASKS, default="reversal", help="what to learn")
+    add("--steps", type=positive, default=1000, help="optimiser steps")
+    add(
+        "--global-batch-size",
+        type=positive,
+        default=64,
+        help="examples per step over all processes (each gets global / world size)",
+    )
+    add("--lr", type=above_zero, default=1e-3, help="peak learning rate")
+    add(
+        "--warmup",
+        type=positive,
+        default=200,
+        help="warm-up steps of the inverse-sqrt schedule",
+    )
+    add(
+        "--schedule",
+        choices=SCHEDULES,
+        default="inverse_sqrt",
+        help="learning-rate shape: warm-up, then 1/sqrt, linear to the end, or none",
+    )
+    add("--weight-decay", type=nonnegative, default=0.0)
+    add("--label-smoothing", type=nonnegative, default=0.0)
+    add("--clip", type=nonnegative, default=1.0, help="max gradient norm; 0: none")
+    add("--dropout", type=nonnegative, default=0.0)
+    add(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="fp32; bf16: autocast, float32 weights; fp64: for exact comparisons",
+    )
+    add(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (one graph: the batches are checked on the host)",
+    )
+    add("--seed", type=natural, default=0, help="initial weights and batch order")
+    add("--data-seed", type=natural, default=0, help="the generated data set")
+    add("--train-size", type=positive, default=20_000, help="training pairs")
+    add(
+        "--valid-size",
+        type=positive,
+        default=500,
+        help="held-out pairs (rank 0 evaluates)",
+    )
+    add("--size", choices=tuple(SIZES), default="tiny", help="model preset")
+    add("--d-model", type=positive, default=None, help="override the preset's width")
+    add("--heads", type=positive, default=None, help="override the preset's heads")
+    add(
+        "--layers",
+        type=positive,
+        default=None,
+        help="override the encoder and decoder depth",
+    )
+    add("--ff", type=positive, default=None, help="override the feed-forward width")
+    add(
+        "--device",
+        default=None,
+        help="cpu, cuda (each rank uses cuda:LOCAL_RANK); default: get_device()",
+    )
+    add("--out", default=None, help="folder for checkpoint.pt and log.json (rank 0)")
+    add(
+        "--checkpoint-every",
+        type=natural,
+        default=0,
+        help="also write checkpoint.pt every this many steps (0: at the end only)",
+    )
+    add("--resume", action="store_true", help="continue from checkpoint.pt in --out")
+    add(
+        "--log-every",
+        type=positive,
+        default=100,
+        help="print the loss every this many steps",
+    )
     return p
 
-
+# %% ../notebooks/10b_cli.ipynb #6aa8ea00
 class Job(NamedTuple):
-    """A parsed command line: the four dataclasses `train_distributed` takes, and the device."""
+    """A parsed command line: `train_distributed`'s four dataclasses and the device."""
 
     task: TaskSpec
     model: TransformerConfig
@@ -114,38 +157,40 @@ class Job(NamedTuple):
     run: RunOptions
     device: str | None
 
-
+# %% ../notebooks/10b_cli.ipynb #608fc281
 def parse_args(argv: Sequence[str] | None = None, world_size: int | None = None) -> Job:
-    """Parse the options into a `Job`; a bad one exits with status 2 and a message naming it.
+    """Parse the options into a `Job`; a bad one exits with status 2 and a message
+    naming it.
 
     Args:
         argv: the arguments (default: `sys.argv[1:]`).
-        world_size: the number of processes (default: torchrun's `WORLD_SIZE`, else 1); the
-            global batch must split evenly over them.
+        world_size: the number of processes (default: torchrun's `WORLD_SIZE`, else 1);
+            the global batch must split evenly over them.
     """
     parser = make_parser()
     args = parser.parse_args(argv)
     world_size = torchrun_env()[1] if world_size is None else world_size
-    options = {dest: "--" + dest.replace("_", "-") for dest in vars(args)}   # --d-model: d_model
+    # --d-model: d_model
+    options = {dest: "--" + dest.replace("_", "-") for dest in vars(args)}
 
     def refuse(option: str, problem: str) -> NoReturn:
-        parser.error(f"argument {option}: {problem}")          # exits with status 2
+        parser.error(f"argument {option}: {problem}")  # exits with status 2
 
-    def build(make: Callable[[], _T], fallback: str) -> _T:
-        """`make()`, whose dataclass checks its fields: its error names the field, refused
-        here as the option that set it (`fallback` when no option has the field's name)."""
+    def build(fallback: str, make: Callable[..., _T], *fields, **named) -> _T:
+        """`make(*fields, **named)`, which checks its fields: an error names the field,
+        refused as the option that sets it (else as `fallback`)."""
         try:
-            return make()
+            return make(*fields, **named)
         except (TypeError, ValueError) as err:
             refuse(options.get(str(err).split()[0], fallback), str(err))
 
-    if args.global_batch_size % world_size:
-        refuse("--global-batch-size", f"{args.global_batch_size} is not divisible by the world "
-               f"size {world_size} (the number of processes)")
-    if args.train_size < args.global_batch_size:
-        refuse("--train-size", f"{args.train_size} training pairs cannot fill one global batch "
-               f"of {args.global_batch_size}")
-    out = None if args.out is None else Path(args.out)
+    batch, out = args.global_batch_size, None if args.out is None else Path(args.out)
+    if batch % world_size:
+        problem = f"{batch} is not divisible by the world size {world_size}"
+        refuse("--global-batch-size", problem + " (the number of processes)")
+    if args.train_size < batch:
+        problem = f"{args.train_size} training pairs cannot fill one global batch"
+        refuse("--train-size", f"{problem} of {batch}")
     if out is not None and out.exists() and not out.is_dir():
         refuse("--out", f"{out} is a file, expected a folder")
     if args.resume and out is not None and not (out / CHECKPOINT_NAME).is_file():
@@ -154,20 +199,21 @@ def parse_args(argv: Sequence[str] | None = None, world_size: int | None = None)
         get_device(args.device)
     except ValueError as err:
         refuse("--device", str(err))
-    task = build(lambda: TaskSpec(args.task, args.train_size, args.valid_size, args.data_seed),
-                 "--task")
-    model = build(lambda: model_config(task, args.size, args.d_model, args.heads, args.layers,
-                                       args.ff, args.dropout), "--d-model/--heads/--layers/--ff")
-    recipe = build(lambda: TrainingConfig(
-        steps=args.steps, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
-        weight_decay=args.weight_decay, label_smoothing=args.label_smoothing,
-        clip=args.clip or None, seed=args.seed, precision=args.precision,
-        compile=args.compile), "--lr")
-    run = build(lambda: RunOptions(args.global_batch_size, out, args.resume,
-                                   args.checkpoint_every, args.log_every), "--out")
+    data = args.task, args.train_size, args.valid_size, args.data_seed
+    task = build("--task", TaskSpec, *data)
+    sizes = args.size, args.d_model, args.heads, args.layers, args.ff, args.dropout
+    model = build("--d-model/--heads/--layers/--ff", model_config, task, *sizes)
+    # the options named as TrainingConfig's fields (and --clip, 0 for None)
+    same = (
+        "steps lr warmup schedule weight_decay label_smoothing seed precision compile"
+    )
+    named = {name: getattr(args, name) for name in same.split()}
+    recipe = build("--lr", TrainingConfig, clip=args.clip or None, **named)
+    saving = out, args.resume, args.checkpoint_every, args.log_every
+    run = build("--out", RunOptions, batch, *saving)
     return Job(task, model, recipe, run, args.device)
 
-
+# %% ../notebooks/10b_cli.ipynb #12017d7f
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the training command: as one process, or once per rank under torchrun.
 
@@ -175,14 +221,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments (default: `sys.argv[1:]`).
 
     Returns:
-        The exit status: 0; 2 for a checkpoint that cannot be resumed; 128 + the signal that
-        stopped the run (the shell's code for "killed by").
+        The exit status: 0; 2 for a checkpoint that cannot be resumed; 128 + the signal
+        that stopped the run (the shell's code for "killed by").
     """
     job = parse_args(argv)
     ctx = setup_distributed(job.device)
     try:
         log = train_distributed(job.task, job.model, job.recipe, job.run, ctx)
-    except ResumeError as err:         # every rank reads the same file, so every rank stops here
+    # every rank reads the same file, so every rank stops here
+    except ResumeError as err:
         print(f"{make_parser().prog}: error: argument --resume: {err}", file=sys.stderr)
         return 2
     finally:
@@ -190,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 128 + log["stopped_by"] if log["stopped_by"] else 0
 
 
-# `python -m transformer_lib.cli` runs this module as __main__ inside its package; a notebook
-# kernel runs this cell as __main__ too, but outside any package: there it only defines `main`.
+# `python -m transformer_lib.cli` runs this as __main__ in its package; a notebook
+# kernel runs this cell as __main__ outside any package: there it only defines `main`.
 if __name__ == "__main__" and __package__:
     raise SystemExit(main())

@@ -25,28 +25,31 @@ __all__ = ['check_config', 'attention_num_params', 'count_parameters', 'check_le
 
 # %% ../notebooks/08_cost.ipynb #511e20ac
 def check_config(config) -> TransformerConfig:
-    """`config` itself if it is a `TransformerConfig`, else a `TypeError` naming what it got."""
+    """`config` itself if it is a `TransformerConfig`, else a `TypeError` naming it."""
     if not isinstance(config, TransformerConfig):
-        raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__} {config!r}")
+        raise TypeError(
+            "config must be a TransformerConfig, "
+            f"got {type(config).__name__} {config!r}"
+        )
     return config
 
 
 def attention_num_params(d_model: int) -> int:
-    """Parameters of one `MultiHeadAttention(d_model, nhead)`: 4 d^2 weights + 4 d biases, for any nhead."""
+    """Parameters of a `MultiHeadAttention(d_model, nhead)`, any nhead: 4 d^2 + 4 d."""
     d = check_positive_int(d_model, "d_model")
     return 4 * d * d + 4 * d
 
-
+# %% ../notebooks/08_cost.ipynb #c08exp04
 def count_parameters(config: TransformerConfig) -> dict[str, int]:
-    """Parameters of `Transformer(config)` per component; the values sum to its `num_parameters()`.
+    """Parameters of `Transformer(config)` per component, summing to `num_parameters()`.
 
-    Keys: src_embedding, tgt_embedding, encoder.self_attention, encoder.feed_forward, encoder.norms,
-    decoder.self_attention, decoder.cross_attention, decoder.feed_forward, decoder.norms,
-    final_norms (pre-norm only), output (weight and bias; only the bias when tied).
+    Keys: src_embedding, tgt_embedding, encoder.{self_attention, feed_forward, norms},
+    decoder.{self_attention, cross_attention, feed_forward, norms}, final_norms
+    (pre-norm only), output (weight and bias; only the bias when tied).
     """
     c = check_config(config)
     d, n_enc, n_dec = c.d_model, c.num_encoder_layers, c.num_decoder_layers
-    ffn, norm = feedforward_num_params(d, c.dim_feedforward), 2 * d            # a LayerNorm: gamma and beta
+    ffn, norm = feedforward_num_params(d, c.dim_feedforward), 2 * d  # gamma, beta
     return {
         "src_embedding": c.src_vocab_size * d,
         "tgt_embedding": c.tgt_vocab_size * d,
@@ -58,7 +61,8 @@ def count_parameters(config: TransformerConfig) -> dict[str, int]:
         "decoder.feed_forward": n_dec * ffn,
         "decoder.norms": n_dec * 3 * norm,
         "final_norms": 2 * norm if c.norm_first else 0,
-        "output": c.tgt_vocab_size * (1 if c.tie_embeddings else d + 1),   # W (V, d) (unless tied) and b (V,)
+        # W (V, d) (unless tied) and b (V,)
+        "output": c.tgt_vocab_size * (1 if c.tie_embeddings else d + 1),
     }
 
 # %% ../notebooks/08_cost.ipynb #9c11cb9d
@@ -66,95 +70,115 @@ def check_lengths(**lengths: int) -> list[int]:
     """The values of `lengths` in the order given, each checked to be a positive int.
 
     Args:
-        lengths: name=value pairs; a value that is not a positive int raises an error naming it.
+        lengths: name=value pairs; an error names a value that is not a positive int.
     """
     return [check_positive_int(value, name) for name, value in lengths.items()]
 
 
-def encoder_layer_flops(d_model: int, dim_feedforward: int, batch: int, src_len: int) -> dict[str, int]:
-    """Matmul FLOPs (2 per multiply-add) of one encoder layer's forward pass on (batch, src_len, d_model)."""
-    d, f, B, S = check_lengths(d_model=d_model, dim_feedforward=dim_feedforward, batch=batch, src_len=src_len)
+def encoder_layer_flops(
+    d_model: int, dim_feedforward: int, batch: int, src_len: int
+) -> dict[str, int]:
+    """Matmul FLOPs (2 per multiply-add) of one encoder layer on (batch, src_len, d)."""
+    d, f, B, S = check_lengths(
+        d_model=d_model, dim_feedforward=dim_feedforward, batch=batch, src_len=src_len
+    )
     return {
-        "qkvo_proj": 4 * 2 * B * S * d * d,        # four (S, d) x (d, d)
-        "scores": 2 * B * S * S * d,               # H heads of (S, d_k) x (d_k, S): O(S^2 d)
-        "weighted_sum": 2 * B * S * S * d,         # H heads of (S, S) x (S, d_k)
-        "feed_forward": 2 * 2 * B * S * d * f,     # (S, d) x (d, d_ff) and (S, d_ff) x (d_ff, d)
+        "qkvo_proj": 4 * 2 * B * S * d * d,  # four (S, d) x (d, d)
+        "scores": 2 * B * S * S * d,  # H heads of (S, d_k) x (d_k, S)
+        "weighted_sum": 2 * B * S * S * d,  # H heads of (S, S) x (S, d_k)
+        "feed_forward": 2 * 2 * B * S * d * f,  # (S, d) x (d, d_ff), then x (d_ff, d)
     }
 
-
-def decoder_layer_flops(d_model: int, dim_feedforward: int, batch: int, tgt_len: int,
-                        src_len: int) -> dict[str, int]:
-    """Matmul FLOPs of one decoder layer's forward pass: target (batch, tgt_len, d), memory (batch, src_len, d)."""
-    d, f, B, T, S = check_lengths(d_model=d_model, dim_feedforward=dim_feedforward, batch=batch,
-                                  tgt_len=tgt_len, src_len=src_len)
+# %% ../notebooks/08_cost.ipynb #c08exp01
+def decoder_layer_flops(
+    d_model: int, dim_feedforward: int, batch: int, tgt_len: int, src_len: int
+) -> dict[str, int]:
+    """Matmul FLOPs of a decoder layer: tgt (B, tgt_len, d), memory (B, src_len, d)."""
+    d, f, B, T, S = check_lengths(
+        d_model=d_model,
+        dim_feedforward=dim_feedforward,
+        batch=batch,
+        tgt_len=tgt_len,
+        src_len=src_len,
+    )
     return {
         "self.qkvo_proj": 4 * 2 * B * T * d * d,
-        "self.scores": 2 * B * T * T * d,          # O(T^2 d), all T x T scores (the mask hides half)
+        "self.scores": 2 * B * T * T * d,  # all T x T (the mask hides half)
         "self.weighted_sum": 2 * B * T * T * d,
-        "cross.qo_proj": 2 * 2 * B * T * d * d,    # queries and output: target positions
-        "cross.kv_proj": 2 * 2 * B * S * d * d,    # keys and values: memory positions
-        "cross.scores": 2 * B * T * S * d,         # O(T S d)
+        "cross.qo_proj": 2 * 2 * B * T * d * d,  # queries and output: target
+        "cross.kv_proj": 2 * 2 * B * S * d * d,  # keys and values: memory
+        "cross.scores": 2 * B * T * S * d,  # O(T S d)
         "cross.weighted_sum": 2 * B * T * S * d,
         "feed_forward": 2 * 2 * B * T * d * f,
     }
 
-
-def forward_flops(config: TransformerConfig, batch: int, src_len: int, tgt_len: int) -> dict[str, int]:
-    """Matmul FLOPs of `Transformer(config)(src (batch, src_len), tgt_in (batch, tgt_len))`, per operation.
-
-    Keys are `encoder.<op>` and `decoder.<op>` (summed over layers, ops as in `encoder_layer_flops` and
-    `decoder_layer_flops`) and `output`, the vocabulary projection 2 B T d V.
+# %% ../notebooks/08_cost.ipynb #c08exp02
+def forward_flops(
+    config: TransformerConfig, batch: int, src_len: int, tgt_len: int
+) -> dict[str, int]:
+    """Matmul FLOPs of `Transformer(config)` on src (batch, src_len), tgt_in (batch,
+    tgt_len), per op: `encoder.<op>`, `decoder.<op>` (summed over layers; ops as in
+    `encoder_layer_flops`, `decoder_layer_flops`), `output` (the logits, 2 B T d V).
     """
     c = check_config(config)
     B, S, T = check_lengths(batch=batch, src_len=src_len, tgt_len=tgt_len)
-    flops = {f"encoder.{k}": c.num_encoder_layers * v
-             for k, v in encoder_layer_flops(c.d_model, c.dim_feedforward, B, S).items()}
-    flops |= {f"decoder.{k}": c.num_decoder_layers * v
-              for k, v in decoder_layer_flops(c.d_model, c.dim_feedforward, B, T, S).items()}
-    flops["output"] = 2 * B * T * c.d_model * c.tgt_vocab_size
+    d, f = c.d_model, c.dim_feedforward
+    enc, dec = encoder_layer_flops(d, f, B, S), decoder_layer_flops(d, f, B, T, S)
+    flops = {f"encoder.{k}": c.num_encoder_layers * v for k, v in enc.items()}
+    flops |= {f"decoder.{k}": c.num_decoder_layers * v for k, v in dec.items()}
+    flops["output"] = 2 * B * T * d * c.tgt_vocab_size
     return flops
 
 
-def training_step_flops(config: TransformerConfig, batch: int, src_len: int, tgt_len: int) -> int:
+def training_step_flops(
+    config: TransformerConfig, batch: int, src_len: int, tgt_len: int
+) -> int:
     """Matmul FLOPs of forward + backward: 3x the forward pass.
 
-    Each matmul Y = X W of the forward pass needs two of the same size in the backward pass,
-    dL/dX = dL/dY W^T and dL/dW = X^T dL/dY (for attention, both operands are activations).
+    Each forward matmul Y = X W needs two of its size backward, dL/dX = dL/dY W^T and
+    dL/dW = X^T dL/dY (for attention, both operands are activations).
     """
     return 3 * sum(forward_flops(config, batch, src_len, tgt_len).values())
 
 # %% ../notebooks/08_cost.ipynb #bb6c3c13
 def set_fused(model: nn.Module, fused: bool) -> int:
-    """Set `fused` on every `MultiHeadAttention` and `LayerNorm` in `model`; returns how many were changed.
-
-    fused=False selects the written-out computations, whose saved tensors the counters model.
-    """
+    """Set `fused` on every `MultiHeadAttention` and `LayerNorm` in `model`; returns how
+    many. fused=False selects the written-out computations, whose saved tensors the
+    counters model."""
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be a bool, got {type(fused).__name__} {fused!r}")
-    layers = [m for m in model.modules() if isinstance(m, (MultiHeadAttention, LayerNorm))]
+    layers = [
+        m for m in model.modules() if isinstance(m, (MultiHeadAttention, LayerNorm))
+    ]
     for layer in layers:
         layer.fused = fused
     return len(layers)
 
 # %% ../notebooks/08_cost.ipynb #79bb08dc
-def decode_step_flops(config: TransformerConfig, batch: int, src_len: int, prefix_len: int,
-                      use_cache: bool) -> int:
-    """Matmul FLOPs of the greedy step that reads a prefix of `prefix_len` tokens and scores the next one.
+def decode_step_flops(
+    config: TransformerConfig,
+    batch: int,
+    src_len: int,
+    prefix_len: int,
+    use_cache: bool,
+) -> int:
+    """Matmul FLOPs of the greedy step that reads a prefix of `prefix_len` tokens and
+    scores the next one.
 
-    Without the cache: the decoder over the whole prefix and the vocabulary projection of every position
-    (as `Transformer.decode`). With it: one new position attending over `prefix_len` cached keys
-    (the one-off cross-attention keys and values, 4 B S d^2 per layer, are not included).
+    Without the cache: the decoder over the whole prefix and the vocabulary projection
+    of every position (as `Transformer.decode`). With it: one new position attending
+    over `prefix_len` cached keys (the one-off cross-attention keys and values, 4 B S
+    d^2 per layer, are not included).
     """
     c = check_config(config)
     B, S, t = check_lengths(batch=batch, src_len=src_len, prefix_len=prefix_len)
-    d, f, V = c.d_model, c.dim_feedforward, c.tgt_vocab_size
+    d, f, V, L = c.d_model, c.dim_feedforward, c.tgt_vocab_size, c.num_decoder_layers
     if not use_cache:
-        return (c.num_decoder_layers * sum(decoder_layer_flops(d, f, B, t, S).values())
-                + 2 * B * t * d * V)
-    per_layer = (8 * B * d * d + 4 * B * t * d          # self: 4 projections of 1 token, 1 x t scores and sum
-                 + 4 * B * d * d + 4 * B * S * d        # cross: query and output projections, 1 x S attention
-                 + 4 * B * d * f)                       # FFN
-    return c.num_decoder_layers * per_layer + 2 * B * d * V
+        return L * sum(decoder_layer_flops(d, f, B, t, S).values()) + 2 * B * t * d * V
+    self_attn = 8 * B * d * d + 4 * B * t * d  # 4 projections, 1 x t scores
+    cross = 4 * B * d * d + 4 * B * S * d  # Q and O projections, 1 x S
+    per_layer = self_attn + cross + 4 * B * d * f  # + FFN
+    return L * per_layer + 2 * B * d * V
 
 # %% ../notebooks/08_cost.ipynb #faee385e
 def _sync(device: torch.device | str | None) -> None:
@@ -162,15 +186,19 @@ def _sync(device: torch.device | str | None) -> None:
         torch.cuda.synchronize(device)
 
 
-def benchmark(fns: Sequence[Callable[[], object]], repeats: int = 5, warmup: int = 1,
-              device: torch.device | str | None = None,
-              statistic: Callable[[list[float]], float] = statistics.median) -> list[float]:
-    """Wall time in seconds of each function in `fns`: the `statistic` (median; `min` for the
-    fastest run) of `repeats` runs after `warmup` untimed runs.
+def benchmark(
+    fns: Sequence[Callable[[], object]],
+    repeats: int = 5,
+    warmup: int = 1,
+    device: torch.device | str | None = None,
+    statistic: Callable[[list[float]], float] = statistics.median,
+) -> list[float]:
+    """Wall time in seconds of each function in `fns`: the `statistic` (median; `min`
+    for the fastest run) of `repeats` runs after `warmup` untimed runs.
 
-    The runs are interleaved (fn 0, fn 1, ..., fn 0, fn 1, ...), so that a burst of load from other
-    processes hits every function alike rather than one of them. Pass the `device` the work runs on:
-    CUDA work is asynchronous and is synchronized before each reading of the clock.
+    The runs are interleaved (fn 0, fn 1, ..., fn 0, fn 1, ...), so a burst of load from
+    other processes hits every function alike. Pass the `device` the work runs on: CUDA
+    work is asynchronous and is synchronized before each reading of the clock.
     """
     repeats = check_positive_int(repeats, "repeats")
     warmup = check_positive_int(warmup, "warmup", allow_zero=True)
@@ -190,19 +218,28 @@ def benchmark(fns: Sequence[Callable[[], object]], repeats: int = 5, warmup: int
             record.append(time.perf_counter() - start)
     return [statistic(record) for record in times]
 
-
-def median_time(fn: Callable[[], object], repeats: int = 5, warmup: int = 1,
-                device: torch.device | str | None = None) -> float:
-    """Median wall time of `fn()` in seconds over `repeats` runs, after `warmup` untimed runs."""
+# %% ../notebooks/08_cost.ipynb #c08exp03
+def median_time(
+    fn: Callable[[], object],
+    repeats: int = 5,
+    warmup: int = 1,
+    device: torch.device | str | None = None,
+) -> float:
+    """Median seconds of `fn()` over `repeats` runs, after `warmup` untimed runs."""
     return benchmark([fn], repeats, warmup, device)[0]
 
 
-def matmul_peak(n: int = 2048, repeats: int = 5, warmup: int = 2, device: torch.device | str = "cpu",
-                dtype: torch.dtype = torch.float32) -> float:
-    """This machine's achievable matmul throughput in FLOP/s: 2 n^3 over the median time of an
-    (n, n) x (n, n) matmul, in the faster of two layouts: `a @ b`, and `a @ b.mT`, the one
-    `nn.Linear` computes (x W^T). Where a precision has no fast kernel for one layout (bf16 on a
-    CPU without bf16 matrix units), a model's matmuls would otherwise outrun the "peak"."""
+def matmul_peak(
+    n: int = 2048,
+    repeats: int = 5,
+    warmup: int = 2,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> float:
+    """This machine's achievable matmul throughput in FLOP/s: 2 n^3 over the median time
+    of an (n, n) x (n, n) matmul in the faster of `a @ b` and `a @ b.mT` (`nn.Linear`'s
+    x W^T): where a precision lacks a fast kernel for one layout (bf16 on a CPU without
+    bf16 matrix units), a model's matmuls would otherwise outrun the "peak"."""
     n = check_positive_int(n, "n")
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     times = benchmark([lambda: a @ b, lambda: a @ b.mT], repeats, warmup, device)

@@ -18,35 +18,60 @@ __all__ = ['PAD_ID', 'BOS_ID', 'EOS_ID', 'FIRST_WORD_ID', 'Pair', 'make_reversal
 
 # %% ../notebooks/06_data.ipynb #33bb39a8
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-FIRST_WORD_ID = 4   # ids 0..3 are special; 3 is reserved (e.g. for an unknown word)
+FIRST_WORD_ID = 4  # ids 0..3 are special; 3 is reserved (e.g. for an unknown word)
 
-Pair = tuple[tuple[int, ...], tuple[int, ...]]   # (source ids, target ids), both ending with EOS
+# (source ids, target ids), both ending with EOS
+Pair = tuple[tuple[int, ...], tuple[int, ...]]
 
 
-def make_reversal_data(num: int, vocab_size: int = 20, min_len: int = 3, max_len: int = 7,
-                       seed: int = 0, distinct: bool = False) -> list[Pair]:
-    """`num` pairs (source, target): source = words + EOS, target = reversed words + EOS.
+def make_reversal_data(
+    num: int,
+    vocab_size: int = 20,
+    min_len: int = 3,
+    max_len: int = 7,
+    seed: int = 0,
+    distinct: bool = False,
+) -> list[Pair]:
+    """`num` pairs (source, target): source = words + EOS, target = reversed words +
+    EOS.
 
-    Words are ids in [4, vocab_size) and lengths are uniform in [min_len, max_len], drawn (a length,
-    then the words) from a generator seeded with `seed`: the order of the reversal example in
-    the tutorial article this book follows, so `make_reversal_data(200, seed=42)` is its data.
-    With `distinct=True`, repeated sources are skipped until `num` different ones are drawn.
+    Words are ids in [4, vocab_size) and lengths are uniform in [min_len, max_len],
+    drawn (a length, then the words) from a generator seeded with `seed`: the order of
+    the reversal example in the tutorial article this book follows, so
+    `make_reversal_data(200, seed=42)` is its data. With `distinct=True`, repeated
+    sources are skipped until `num` different ones are drawn.
     """
     num = check_positive_int(num, "num")
     vocab_size = check_positive_int(vocab_size, "vocab_size")
     if vocab_size <= FIRST_WORD_ID:
-        raise ValueError(f"vocab_size must be > {FIRST_WORD_ID} (ids 0..3 are special), got {vocab_size}")
-    min_len, max_len = check_positive_int(min_len, "min_len"), check_positive_int(max_len, "max_len")
+        raise ValueError(
+            f"vocab_size must be > {FIRST_WORD_ID} (ids 0..3 are special), "
+            f"got {vocab_size}"
+        )
+    min_len, max_len = (
+        check_positive_int(min_len, "min_len"),
+        check_positive_int(max_len, "max_len"),
+    )
     if min_len > max_len:
-        raise ValueError(f"min_len must be <= max_len, got min_len={min_len}, max_len={max_len}")
-    possible = sum((vocab_size - FIRST_WORD_ID) ** n for n in range(min_len, max_len + 1))
+        raise ValueError(
+            f"min_len must be <= max_len, got min_len={min_len}, max_len={max_len}"
+        )
+    possible = sum(
+        (vocab_size - FIRST_WORD_ID) ** n for n in range(min_len, max_len + 1)
+    )
     if distinct and num > possible:
-        raise ValueError(f"num={num} distinct sequences requested, but only {possible} exist")
-    gen = torch.Generator().manual_seed(check_positive_int(seed, "seed", allow_zero=True))
+        raise ValueError(
+            f"num={num} distinct sequences requested, but only {possible} exist"
+        )
+    gen = torch.Generator().manual_seed(
+        check_positive_int(seed, "seed", allow_zero=True)
+    )
     pairs, seen = [], set()
     while len(pairs) < num:
         length = int(torch.randint(min_len, max_len + 1, (), generator=gen))
-        words = tuple(torch.randint(FIRST_WORD_ID, vocab_size, (length,), generator=gen).tolist())
+        words = tuple(
+            torch.randint(FIRST_WORD_ID, vocab_size, (length,), generator=gen).tolist()
+        )
         if distinct and words in seen:
             continue
         seen.add(words)
@@ -58,26 +83,33 @@ def split(pairs: Sequence[Pair], sizes: Sequence[int]) -> list[list[Pair]]:
     """Consecutive parts of `pairs` with the given sizes (e.g. train, valid, test)."""
     sizes = [check_positive_int(n, "sizes") for n in sizes]
     if sum(sizes) > len(pairs):
-        raise ValueError(f"sizes add up to {sum(sizes)}, but there are only {len(pairs)} pairs")
+        raise ValueError(
+            f"sizes add up to {sum(sizes)}, but there are only {len(pairs)} pairs"
+        )
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    return [list(pairs[a:a + n]) for a, n in zip(starts, sizes)]
+    return [list(pairs[a : a + n]) for a, n in zip(starts, sizes)]
 
 # %% ../notebooks/06_data.ipynb #1cbb2d33
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """Right-pad id sequences to the longest one: -> LongTensor (B, L)."""
     if len(sequences) == 0:
         raise ValueError("sequences must not be empty")
-    out = torch.full((len(sequences), max(len(s) for s in sequences)), pad_id, dtype=torch.long)
+    out = torch.full(
+        (len(sequences), max(len(s) for s in sequences)), pad_id, dtype=torch.long
+    )
     for row, seq in enumerate(sequences):
-        out[row, :len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+        out[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
     return out
 
 # %% ../notebooks/06_data.ipynb #2dbff9de
-def shift_right(target: torch.Tensor, bos_id: int = BOS_ID, pad_id: int = PAD_ID) -> tuple[torch.Tensor, torch.Tensor]:
-    """Target ids (B, T) (each row ends with EOS, then padding) -> (decoder input, labels), both (B, T).
+def shift_right(
+    target: torch.Tensor, bos_id: int = BOS_ID, pad_id: int = PAD_ID
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target ids (B, T) (each row ends with EOS, then padding) -> (decoder input,
+    labels), both (B, T).
 
-    The decoder input is BOS followed by the target without its last column; the labels are the
-    target itself. Where the label is padding, the input is padding too.
+    The decoder input is BOS followed by the target without its last column; the labels
+    are the target itself. Where the label is padding, the input is padding too.
     """
     check_shape(target, (None, None), "target")
     tgt_in = torch.cat([torch.full_like(target[:, :1], bos_id), target[:, :-1]], dim=1)
@@ -85,7 +117,8 @@ def shift_right(target: torch.Tensor, bos_id: int = BOS_ID, pad_id: int = PAD_ID
 
 # %% ../notebooks/06_data.ipynb #17b78241
 class Batch(NamedTuple):
-    """One training batch: src (B, S), tgt_in (B, T) (starts with BOS), labels (B, T) (PAD = ignore)."""
+    """One training batch: src (B, S), tgt_in (B, T) (starts with BOS), labels (B, T)
+    (PAD = ignore)."""
 
     src: torch.Tensor
     tgt_in: torch.Tensor
@@ -95,44 +128,63 @@ class Batch(NamedTuple):
 def collate(pairs: Sequence[Pair], bos_id: int = BOS_ID, pad_id: int = PAD_ID) -> Batch:
     """(source, target) pairs -> a right-padded, shifted `Batch`."""
     src = pad_batch([s for s, _ in pairs], pad_id)
-    tgt_in, labels = shift_right(pad_batch([t for _, t in pairs], pad_id), bos_id, pad_id)
+    tgt_in, labels = shift_right(
+        pad_batch([t for _, t in pairs], pad_id), bos_id, pad_id
+    )
     return Batch(src, tgt_in, labels)
 
 
-def batches(pairs: Sequence[Pair], batch_size: int, shuffle: bool = False,
-            generator: torch.Generator | None = None) -> Iterator[Batch]:
-    """Yield `Batch`es of `batch_size` pairs (the last one may be smaller), shuffled if asked."""
+def batches(
+    pairs: Sequence[Pair],
+    batch_size: int,
+    shuffle: bool = False,
+    generator: torch.Generator | None = None,
+) -> Iterator[Batch]:
+    """Yield `Batch`es of `batch_size` pairs (the last one may be smaller), shuffled if
+    asked."""
     batch_size = check_positive_int(batch_size, "batch_size")
-    order = torch.randperm(len(pairs), generator=generator).tolist() if shuffle else list(range(len(pairs)))
+    order = (
+        torch.randperm(len(pairs), generator=generator).tolist()
+        if shuffle
+        else list(range(len(pairs)))
+    )
     for start in range(0, len(order), batch_size):
-        yield collate([pairs[i] for i in order[start:start + batch_size]])
+        yield collate([pairs[i] for i in order[start : start + batch_size]])
 
 # %% ../notebooks/06_data.ipynb #aebac2aa
-def bucket_batches(pairs: Sequence[Pair], batch_size: int,
-                   generator: torch.Generator | None = None, bucket: int = 32) -> Iterator[Batch]:
-    """Yield shuffled `Batch`es of pairs with similar source lengths (less padding than `batches`).
+def bucket_batches(
+    pairs: Sequence[Pair],
+    batch_size: int,
+    generator: torch.Generator | None = None,
+    bucket: int = 32,
+) -> Iterator[Batch]:
+    """Yield shuffled `Batch`es of pairs with similar source lengths (less padding than
+    `batches`).
 
-    The pairs are shuffled, cut into chunks of `bucket * batch_size`, each chunk is sorted by
-    source length and cut into batches, and the batches are shuffled. One pass over `pairs`.
+    The pairs are shuffled, cut into chunks of `bucket * batch_size`, each chunk is
+    sorted by source length and cut into batches, and the batches are shuffled. One pass
+    over `pairs`.
     """
     batch_size = check_positive_int(batch_size, "batch_size")
     bucket = check_positive_int(bucket, "bucket")
     order = torch.randperm(len(pairs), generator=generator).tolist()
     chunk, groups = batch_size * bucket, []
     for start in range(0, len(order), chunk):
-        part = sorted(order[start:start + chunk], key=lambda i: len(pairs[i][0]))
-        groups += [part[k:k + batch_size] for k in range(0, len(part), batch_size)]
+        part = sorted(order[start : start + chunk], key=lambda i: len(pairs[i][0]))
+        groups += [part[k : k + batch_size] for k in range(0, len(part), batch_size)]
     for g in torch.randperm(len(groups), generator=generator).tolist():
         yield collate([pairs[i] for i in groups[g]])
 
 # %% ../notebooks/06_data.ipynb #9f0c5369
-def token_nll_simple(logits: torch.Tensor, labels: torch.Tensor,
-                     pad_id: int = PAD_ID) -> torch.Tensor:
-    """Mean of -log P(y_it | y_<t, x) over the positions whose label is not PAD, written out.
+def token_nll_simple(
+    logits: torch.Tensor, labels: torch.Tensor, pad_id: int = PAD_ID
+) -> torch.Tensor:
+    """Mean of -log P(y_it | y_<t, x) over the positions whose label is not PAD, written
+    out.
 
-    The token-level loss of chapter 6 (log_softmax, then the label's entry), for reading: the
-    library trains with `recipe.sequence_loss`, equal to it with `label_smoothing=0`. A
-    batch's loss does not depend on how much padding it has.
+    The token-level loss of chapter 6 (log_softmax, then the label's entry), for
+    reading: the library trains with `recipe.sequence_loss`, equal to it with
+    `label_smoothing=0`. A batch's loss does not depend on how much padding it has.
 
     Args:
         logits: unnormalised scores over the vocabulary.
@@ -144,7 +196,7 @@ def token_nll_simple(logits: torch.Tensor, labels: torch.Tensor,
     """
     check_shape(logits, (None, None, None), "logits")
     check_shape(labels, tuple(logits.shape[:2]), "labels")
-    log_probs = logits.log_softmax(dim=-1)                              # (B, T, V)
-    valid = labels.ne(pad_id)                                           # (B, T)
-    picked = log_probs.gather(-1, labels[..., None])[..., 0]            # (B, T)
+    log_probs = logits.log_softmax(dim=-1)  # (B, T, V)
+    valid = labels.ne(pad_id)  # (B, T)
+    picked = log_probs.gather(-1, labels[..., None])[..., 0]  # (B, T)
     return -(picked * valid).sum() / valid.sum().clamp(min=1)

@@ -29,13 +29,14 @@ __all__ = ['LOCALES', 'FORMATS', 'NAMED_FORMATS', 'YEARS', 'TARGET_VOCAB', 'PRET
 
 # %% ../notebooks/09_dates.ipynb #22d2a872
 LOCALES = ("en", "de", "fr", "es", "pt", "it", "nl", "ru", "zh", "ja")
-FORMATS = ("medium", "long", "full", "d MMM y", "d MMMM y", "EEE, d MMM y", "MMMM d, y", "dd.MM.y")
+_PATTERNS = ("d MMM y", "d MMMM y", "EEE, d MMM y", "MMMM d, y", "dd.MM.y")
+FORMATS = ("medium", "long", "full") + _PATTERNS  # three named formats, five patterns
 NAMED_FORMATS = ("short", "medium", "long", "full")
-YEARS = (1950, 2049)                  # the years make_date_pairs draws (both included)
+YEARS = (1950, 2049)  # the years make_date_pairs draws (both included)
 
 
 class DatePair(NamedTuple):
-    """One example: `source` is `target` (ISO 8601, YYYY-MM-DD) written in `locale` with `format`."""
+    """`source` is the date `target` (ISO 8601) written in `locale` with `format`."""
 
     source: str
     target: str
@@ -44,7 +45,7 @@ class DatePair(NamedTuple):
 
 
 def date_pattern(format: str, locale: str) -> str:
-    """The CLDR pattern of `format` in `locale`; a named format gets its year forced to four digits."""
+    """The CLDR pattern of `format` in `locale`; a named format's year gets 4 digits."""
     if format in NAMED_FORMATS:
         return re.sub(r"y+", "yyyy", get_date_format(format, locale=locale).pattern)
     return format
@@ -55,72 +56,81 @@ def render_date(date: datetime.date, locale: str, format: str) -> str:
     return format_date(date, date_pattern(format, locale), locale=locale)
 
 # %% ../notebooks/09_dates.ipynb #7371a118
+def _check_sequence(value, name: str, what: str, size: int = 0) -> None:
+    """Refuse a str, a non-sequence and a length other than `size` (0: any but 0)."""
+    ok = isinstance(value, Sequence) and not isinstance(value, str)
+    if not ok or (len(value) != size if size else len(value) == 0):
+        what = what if size else f"a non-empty sequence of {what}"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
 def _check_locales_formats(locales: Sequence[str], formats: Sequence[str]) -> None:
-    if isinstance(locales, str) or not isinstance(locales, Sequence) or len(locales) == 0:
-        raise ValueError(f"locales must be a non-empty sequence of locale names such as ('en', 'de'), got {locales!r}")
+    _check_sequence(locales, "locales", "locale names such as ('en', 'de')")
     for locale in locales:
         try:
             Locale.parse(locale)
         except (UnknownLocaleError, ValueError, TypeError) as err:
-            raise ValueError(f"locales: {locale!r} is not a locale known to Babel ({err})") from None
-    if isinstance(formats, str) or not isinstance(formats, Sequence) or len(formats) == 0:
-        raise ValueError(f"formats must be a non-empty sequence of format names or CLDR patterns, got {formats!r}")
+            why = f"{locale!r} is not a locale known to Babel ({err})"
+            raise ValueError(f"locales: {why}") from None
+    _check_sequence(formats, "formats", "format names or CLDR patterns")
     probe = datetime.date(1987, 11, 28)
     for locale in locales:
         for fmt in formats:
             if not isinstance(fmt, str):
                 raise ValueError(f"formats must hold strings, got {fmt!r}")
-            text = render_date(probe, locale, fmt)
-            if "1987" not in text:
-                raise ValueError(f"formats: {fmt!r} writes {probe} as {text!r} in locale {locale!r}, "
-                                 "without the four-digit year 1987")
+            if "1987" not in (text := render_date(probe, locale, fmt)):
+                why = f"{fmt!r} writes {probe} as {text!r} in locale {locale!r}"
+                raise ValueError(f"formats: {why}, without the four-digit year 1987")
 
 
-def _check_year_range(year_range: tuple[int, int]) -> tuple[int, int]:
-    if isinstance(year_range, str) or not isinstance(year_range, Sequence) or len(year_range) != 2:
-        raise ValueError(f"year_range must be a pair (first, last) of four-digit years, got {year_range!r}")
+def _days(year_range: tuple[int, int]) -> range:
+    """The ordinals of the days from `year_range`'s first year to its last, checked."""
+    what = "a pair (first, last) of four-digit years"
+    _check_sequence(year_range, "year_range", what, size=2)
     first, last = (check_positive_int(year, "year_range") for year in year_range)
     if not 1000 <= first <= last <= 9999:
-        raise ValueError(f"year_range must be two four-digit years with first <= last, got {year_range!r}")
-    return first, last
+        what = "two four-digit years with first <= last"
+        raise ValueError(f"year_range must be {what}, got {year_range!r}")
+    first_day, last_day = datetime.date(first, 1, 1), datetime.date(last, 12, 31)
+    return range(first_day.toordinal(), last_day.toordinal() + 1)
 
-
-def make_date_pairs(num: int, locales: Sequence[str] = LOCALES, formats: Sequence[str] = FORMATS,
-                    seed: int = 0, year_range: tuple[int, int] = YEARS,
-                    exclude: Iterable[str] = ()) -> list[DatePair]:
-    """`num` DatePairs: a date uniform in `year_range` (both years included), then a locale and a format.
-
-    Dates whose ISO form is in `exclude` are never drawn (to keep held-out dates out of training).
-    The same arguments give the same pairs.
-    """
+# %% ../notebooks/09_dates.ipynb #2e738938
+def make_date_pairs(
+    num: int,
+    locales: Sequence[str] = LOCALES,
+    formats: Sequence[str] = FORMATS,
+    seed: int = 0,
+    year_range: tuple[int, int] = YEARS,
+    exclude: Iterable[str] = (),
+) -> list[DatePair]:
+    """`num` DatePairs: a date uniform in `year_range` (both years included), then a
+    locale and a format. Dates whose ISO form is in `exclude` (held-out dates) are never
+    drawn. The same arguments give the same pairs."""
     num = check_positive_int(num, "num")
     _check_locales_formats(locales, formats)
-    first, last = _check_year_range(year_range)
+    days = _days(year_range)
     seed = check_positive_int(seed, "seed", allow_zero=True)
     excluded = set(exclude)
-    low, high = datetime.date(first, 1, 1).toordinal(), datetime.date(last, 12, 31).toordinal()
-    if all(datetime.date.fromordinal(o).isoformat() in excluded for o in range(low, high + 1)):
+    if all(datetime.date.fromordinal(d).isoformat() in excluded for d in days):
         raise ValueError(f"exclude leaves no date in year_range {year_range!r} to draw")
-    rng = random.Random(seed)
-    pairs = []
+    rng, pairs = random.Random(seed), []
     while len(pairs) < num:
-        date = datetime.date.fromordinal(rng.randint(low, high))
+        date = datetime.date.fromordinal(rng.randint(days[0], days[-1]))
         locale, fmt = rng.choice(locales), rng.choice(formats)
-        if date.isoformat() not in excluded:
-            pairs.append(DatePair(render_date(date, locale, fmt), date.isoformat(), locale, fmt))
+        if (iso := date.isoformat()) not in excluded:
+            pairs.append(DatePair(render_date(date, locale, fmt), iso, locale, fmt))
     return pairs
 
 # %% ../notebooks/09_dates.ipynb #11d60cfc
 class CharVocab:
-    """Characters <-> ids; ids 0, 1, 2 are PAD, BOS and EOS (the TransformerConfig defaults)."""
+    """Characters <-> ids; ids 0, 1, 2 are PAD, BOS and EOS (TransformerConfig's)."""
 
     specials = ("<pad>", "<bos>", "<eos>")
     pad_id, bos_id, eos_id = 0, 1, 2
 
     def __init__(self, chars: Iterable[str]):
         chars = sorted(set(chars))
-        bad = [c for c in chars if not isinstance(c, str) or len(c) != 1]
-        if bad:
+        if bad := [c for c in chars if not isinstance(c, str) or len(c) != 1]:
             raise ValueError(f"chars must be single characters, got {bad[:3]!r}")
         self.itos: list[str] = list(self.specials) + chars
         self.stoi: dict[str, int] = {c: i for i, c in enumerate(self.itos)}
@@ -135,116 +145,143 @@ class CharVocab:
 
     def encode(self, text: str) -> tuple[int, ...]:
         """text -> ids of its characters, then EOS."""
-        unknown = sorted({c for c in text if c not in self.stoi})
-        if unknown:
-            raise ValueError(f"text {text!r} has characters outside the vocabulary: {unknown!r}")
+        if unknown := sorted({c for c in text if c not in self.stoi}):
+            msg = f"text {text!r} has characters outside the vocabulary: {unknown!r}"
+            raise ValueError(msg)
         return tuple(self.stoi[c] for c in text) + (self.eos_id,)
 
     def decode(self, ids: Iterable[int]) -> str:
         """ids -> text: BOS and PAD are skipped, decoding stops at the first EOS."""
-        out = []
-        for i in (int(i) for i in ids):
+        out, size = [], len(self.itos)
+        for i in map(int, ids):
             if i == self.eos_id:
                 break
-            if not 0 <= i < len(self.itos):
-                raise ValueError(f"id {i} is outside the vocabulary of size {len(self.itos)}")
+            if not 0 <= i < size:
+                raise ValueError(f"id {i} is outside the vocabulary of size {size}")
             if i not in (self.pad_id, self.bos_id):
                 out.append(self.itos[i])
         return "".join(out)
 
-
+# %% ../notebooks/09_dates.ipynb #3fae2e6a
 TARGET_VOCAB = CharVocab("0123456789-")
 
 
-def source_vocab(locales: Sequence[str] = LOCALES, formats: Sequence[str] = FORMATS) -> CharVocab:
-    """Every character `locales` x `formats` can write: all month and weekday names, and the digits."""
+def source_vocab(
+    locales: Sequence[str] = LOCALES, formats: Sequence[str] = FORMATS
+) -> CharVocab:
+    """Every character `locales` x `formats` write: month and weekday names, digits."""
     _check_locales_formats(locales, formats)
-    dates = [datetime.date(2000, month, d) for month in range(1, 13) for d in (1, 10, 23)]  # 7 weekdays too
-    texts = [render_date(d, locale, fmt) for d in dates for locale in locales for fmt in formats]
+    # days 1, 10 and 23 of the twelve months fall on all seven weekdays
+    dates = [datetime.date(2000, m, d) for m in range(1, 13) for d in (1, 10, 23)]
+    texts = [render_date(d, loc, f) for d in dates for loc in locales for f in formats]
     return CharVocab.from_texts(texts + ["0123456789"])
 
 
-def encode_pairs(pairs: Sequence[DatePair], src_vocab: CharVocab, tgt_vocab: CharVocab = TARGET_VOCAB) -> list[Pair]:
-    """DatePairs -> (source ids, target ids), both ending with EOS, for `data.collate` and `data.batches`."""
+def encode_pairs(
+    pairs: Sequence[DatePair], src_vocab: CharVocab, tgt_vocab: CharVocab = TARGET_VOCAB
+) -> list[Pair]:
+    """DatePairs -> (source ids, target ids), both ending with EOS (`data.collate`)."""
     return [(src_vocab.encode(p.source), tgt_vocab.encode(p.target)) for p in pairs]
 
 # %% ../notebooks/09_dates.ipynb #3b84760d
 @torch.no_grad()
-def translate(model: Transformer, texts: Sequence[str], src_vocab: CharVocab, tgt_vocab: CharVocab = TARGET_VOCAB,
-              batch_size: int = 500, max_new_tokens: int = 12, decode=None) -> list[str]:
-    """What the model writes for each of `texts`, unchecked (`DateTranslator` checks it), with
-    `decode(model, src, max_new_tokens)` (default: cached greedy), in batches."""
-    longest = model.config.max_len - 1                                        # one position for EOS
+def translate(
+    model: Transformer,
+    texts: Sequence[str],
+    src_vocab: CharVocab,
+    tgt_vocab: CharVocab = TARGET_VOCAB,
+    batch_size: int = 500,
+    max_new_tokens: int = 12,
+    decode=None,
+) -> list[str]:
+    """What the model writes for each of `texts`, unchecked (`DateTranslator` checks
+    it), in batches; `decode(model, src, max_new_tokens)` defaults to cached greedy."""
+    longest = model.config.max_len - 1  # one position for EOS
     for i, text in enumerate(texts):
-        if not text.strip() or len(text) > longest:
-            raise ValueError(f"texts[{i}] is empty: there is no date to translate" if not text.strip()
-                             else f"texts[{i}] has {len(text)} characters; the model reads at most {longest}")
+        if not text.strip():
+            raise ValueError(f"texts[{i}] is empty: there is no date to translate")
+        if len(text) > longest:
+            most = f"the model reads at most {longest}"
+            raise ValueError(f"texts[{i}] has {len(text)} characters; {most}")
     decode = decode or (lambda m, src, n: greedy(m, src, n, use_cache=True))
     device, out = next(model.parameters()).device, []
     model.eval()
     for start in range(0, len(texts), batch_size):
-        part = [src_vocab.encode(t) for t in texts[start:start + batch_size]]
+        part = [src_vocab.encode(t) for t in texts[start : start + batch_size]]
         src = collate([(s, (tgt_vocab.eos_id,)) for s in part]).src.to(device)
-        out += [tgt_vocab.decode(row) for row in decode(model, src, max_new_tokens).tolist()]
+        ids = decode(model, src, max_new_tokens).tolist()
+        out += [tgt_vocab.decode(row) for row in ids]
     return out
 
 # %% ../notebooks/09_dates.ipynb #a0587fc9
-PRETRAINED_PATH = "pretrained/dates.pt"                   # package data of transformer_lib
+PRETRAINED_PATH = "pretrained/dates.pt"  # package data of transformer_lib
 
 
 def date_problem(text: str, answer: str, years: tuple[int, int] = YEARS) -> str | None:
-    """Why `answer` cannot be the date that `text` writes, or None. Every date the model learned
-    holds one four-digit year within `years`, and the answer must be a date of that year."""
+    """Why `answer` cannot be the date that `text` writes, or None: the model learned
+    dates with one four-digit year in `years`, and the answer must be a date of it."""
     found = re.findall(r"(?<!\d)\d{4}(?!\d)", text)
     if len(found) != 1:
-        return f"it holds {len(found)} four-digit years, and the dates the model learned hold one"
-    if not years[0] <= int(found[0]) <= years[1]:
-        return f"its year {found[0]} lies outside {years[0]}-{years[1]}, the years the model learned"
+        return (
+            f"it holds {len(found)} four-digit years, "
+            "and the dates the model learned hold one"
+        )
+    year, lo, hi = found[0], years[0], years[1]
+    if not lo <= int(year) <= hi:
+        return f"its year {year} lies outside {lo}-{hi}, the years the model learned"
     try:
         date = datetime.date.fromisoformat(answer) if len(answer) == 10 else None
     except ValueError:
         date = None
-    if date is None or date.year != int(found[0]):
-        return f"the model wrote {answer!r}, which is no date of the year {found[0]}"
+    if date is None or date.year != int(year):
+        return f"the model wrote {answer!r}, which is no date of the year {year}"
     return None
 
-
+# %% ../notebooks/09_dates.ipynb #be7603bc
 class DateTranslator:
-    """A trained date model and its source vocabulary: `translator(texts)` writes ISO dates (greedy).
-    An answer that cannot be the date of its text (`date_problem`) is refused: `errors="raise"`
-    raises a ValueError naming the text and why; `errors="none"` gives None, keeping the others.
+    """A trained date model and its source vocabulary: `translator(texts)` writes ISO
+    dates (greedy) and refuses an answer that cannot be the date of its text.
 
     Args:
         model: a `Transformer` trained on `make_date_pairs` data (years `YEARS`).
         src_vocab: the `CharVocab` the model reads.
-        info: what was saved with the weights (for `pretrained()`: recipe, seed, command, test exact match).
+        info: what was saved with the weights (recipe, seed, command, test exact match).
     """
 
-    def __init__(self, model: Transformer, src_vocab: CharVocab, info: dict | None = None):
-        self.model, self.src_vocab, self.info = model.eval(), src_vocab, dict(info or {})
+    def __init__(
+        self, model: Transformer, src_vocab: CharVocab, info: dict | None = None
+    ):
+        self.model = model.eval()
+        self.src_vocab, self.info = src_vocab, dict(info or {})
 
-    def __call__(self, texts: str | Sequence[str], errors: str = "raise") -> str | None | list[str | None]:
-        """One date (a str) -> its ISO form; a sequence of dates -> a list of them (`translate`)."""
+    def __call__(
+        self, texts: str | Sequence[str], errors: str = "raise"
+    ) -> str | None | list[str | None]:
+        """A date (str) -> its ISO form; a sequence of dates -> a list (`translate`).
+        An answer that fails `date_problem` raises a ValueError naming the text and why
+        (`errors="raise"`) or becomes None, keeping the others (`errors="none"`)."""
         single = isinstance(texts, str)
         texts = [texts] if single else texts
-        if not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
-            raise TypeError(f"texts must be a str or a sequence of str, got {type(texts).__name__}")
+        ok = isinstance(texts, Sequence) and all(isinstance(t, str) for t in texts)
+        if not ok:
+            kind = type(texts).__name__
+            raise TypeError(f"texts must be a str or a sequence of str, got {kind}")
         if errors not in ("raise", "none"):
             raise ValueError(f"errors must be 'raise' or 'none', got {errors!r}")
         out = translate(self.model, texts, self.src_vocab)
         for i, (text, answer) in enumerate(zip(texts, out)):
-            problem = date_problem(text, answer)
-            if problem and errors == "raise":
+            if (problem := date_problem(text, answer)) and errors == "raise":
                 raise ValueError(f"texts[{i}] {text!r} is not translated: {problem}")
             out[i] = None if problem else answer
         return out[0] if single else out
 
-
+# %% ../notebooks/09_dates.ipynb #d30888c5
 def pretrained(device: str | torch.device | None = None) -> DateTranslator:
-    """Chapter 9's model, shipped with the library (nothing is downloaded), on `device` (default
-    `get_device()`): `pretrained()("15. Februar 2019")`. Written by `tools/train_pretrained.py` with
-    chapter 9's recipe; `.info` holds the recipe, the seed, the command and the test exact match."""
+    """The date model shipped with the library (nothing is downloaded) on `device`
+    (default `get_device()`): `pretrained()("15. Februar 2019")`. Written by
+    `tools/train_pretrained.py` with 09_dates' recipe; `.info` is saved with it."""
     resource = importlib.resources.files("transformer_lib") / PRETRAINED_PATH
     with importlib.resources.as_file(resource) as path:
         model, info = load_checkpoint(path, map_location="cpu", with_extra=True)
-    return DateTranslator(model.to(get_device(device)), CharVocab(info["src_chars"]), info)
+    src_vocab = CharVocab(info["src_chars"])
+    return DateTranslator(model.to(get_device(device)), src_vocab, info)

@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from .multihead import KVCache, MultiHeadAttention
-from .encoder import copy_feed_forward, copy_norm, independent_copies, torch_layer_arguments
+from .encoder import copy_feed_forward, copy_norm
+from .encoder import independent_copies, torch_layer_arguments
 from .feedforward import FeedForward
 from .norm import ResidualSublayer
 from .utils import trust_inputs
@@ -21,100 +22,145 @@ __all__ = ['DecoderLayer', 'DecoderCache', 'Decoder']
 
 # %% ../notebooks/05_decoder.ipynb #59d0c3d5
 class DecoderLayer(nn.Module):
-    """One decoder layer: tgt (B, T, d_model) and memory (B, S, d_model) -> (B, T, d_model).
+    """One decoder layer: tgt (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model)
 
-    Masked self-attention (tgt_mask (T, T), tgt_key_padding_mask (B, T)), then cross-attention
-    from the target to the memory (memory_mask (T, S), memory_key_padding_mask (B, S)), then the
-    feed-forward network — each in a `ResidualSublayer`. Boolean masks: True = may not attend.
-    While `cross_attention_record` is a list, each call appends its cross-attention weights,
-    averaged over heads, (B, T, S) (`generation.recording_cross_attention` sets it).
+    Masked self-attention, then cross-attention from the target to the memory, then
+    the feed-forward network, each in a `ResidualSublayer`. Boolean masks: True = may
+    not attend. While `cross_attention_record` is a list, each call appends its
+    cross-attention weights, averaged over heads, (B, T, S)
+    (`generation.recording_cross_attention` sets it).
     """
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False, layer_norm_eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, nhead, dropout=dropout)
-        self.feed_forward = FeedForward(d_model, dim_feedforward, dropout=dropout, activation=activation)
-        self.self_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
-        self.cross_attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
-        self.ff_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
+        self.feed_forward = FeedForward(d_model, dim_feedforward, dropout, activation)
+        sublayer_args = (d_model, dropout, norm_first, layer_norm_eps)
+        self.self_attn_sublayer = ResidualSublayer(*sublayer_args)
+        self.cross_attn_sublayer = ResidualSublayer(*sublayer_args)
+        self.ff_sublayer = ResidualSublayer(*sublayer_args)
         self.norm_first = norm_first
-        self.cross_attention_record: list[torch.Tensor] | None = None    # None: keep no weights
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
-        trust_inputs(self)                   # its parts: checked here, once
+        self.cross_attention_record: list[Tensor] | None = None  # None: keep no weights
+        self.validate_inputs = True  # False in a model, which checks its inputs once
+        trust_inputs(self)  # its parts: checked here, once
 
-    def check_inputs(self, tgt: torch.Tensor, memory: torch.Tensor | None,
-                     tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
-                     tgt_key_padding_mask: torch.Tensor | None = None,
-                     memory_key_padding_mask: torch.Tensor | None = None,
-                     cache: tuple[KVCache, KVCache] | None = None, tgt_is_causal: bool = False) -> None:
+    def check_inputs(
+        self,
+        tgt: Tensor,
+        memory: Tensor | None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        cache: tuple[KVCache, KVCache] | None = None,
+        tgt_is_causal: bool = False,
+    ) -> None:
         self_cache, cross_cache = (None, None) if cache is None else cache
-        self.self_attn.check_inputs(tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask, self_cache, tgt_is_causal)
-        if memory is not None and (memory.dim() != 3 or memory.shape[0] != tgt.shape[0]):
-            raise ValueError(f"memory must have shape [B, S, d] with the batch size of tgt (B={tgt.shape[0]}), "
-                             f"got memory {list(memory.shape)} and tgt {list(tgt.shape)}")
-        self.cross_attn.check_inputs(tgt, memory, memory, memory_key_padding_mask, memory_mask, cross_cache)
+        self.self_attn.check_inputs(
+            tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask, self_cache, tgt_is_causal
+        )
+        B = tgt.shape[0]
+        if memory is not None and (memory.dim() != 3 or memory.shape[0] != B):
+            raise ValueError(
+                f"memory must have shape [B, S, d] with the batch size of tgt (B={B}), "
+                f"got memory {list(memory.shape)} and tgt {list(tgt.shape)}"
+            )
+        self.cross_attn.check_inputs(
+            tgt, memory, memory, memory_key_padding_mask, memory_mask, cross_cache
+        )
 
-    def forward(self, tgt: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
-                memory_key_padding_mask: torch.Tensor | None = None,
-                cache: tuple[KVCache, KVCache] | None = None,
-                tgt_is_causal: bool = False) -> torch.Tensor:
-        """The layer on `tgt`, reading `memory`; `cache`: its (self-attention, cross-attention) caches.
-
-        `tgt_is_causal=True` applies the causal mask as a flag (then `tgt_mask` must be None): the
-        fused attention can then use a flash kernel, which no materialized mask allows on CUDA.
-        `memory` may be None once the cross-attention cache holds its keys and values.
+    def forward(
+        self,
+        tgt: Tensor,
+        memory: Tensor | None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        cache: tuple[KVCache, KVCache] | None = None,
+        tgt_is_causal: bool = False,
+    ) -> Tensor:
+        """The layer on `tgt`, reading `memory`; `cache`: its (self-attention,
+        cross-attention) caches. `memory` may be None once the cross-attention cache
+        holds its keys and values. `tgt_is_causal=True` applies the causal mask as a
+        flag (then `tgt_mask` must be None): the fused attention can then use a flash
+        kernel, which no materialized mask allows on CUDA.
 
         Shapes:
-            tgt (B, T, d), memory (B, S, d), tgt_mask (T, Lk), tgt_key_padding_mask (B, Lk),
-            memory_mask (T, S), memory_key_padding_mask (B, S) -> (B, T, d); Lk = T, or t + T
-            with a cache of t positions.
+            tgt (B, T, d), memory (B, S, d), tgt_mask (T, Lk), tgt_key_padding_mask
+            (B, Lk), memory_mask (T, S), memory_key_padding_mask (B, S) -> (B, T, d);
+            Lk = T, or t + T with a cache of t positions.
         """
+        masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
         if self.validate_inputs:
-            self.check_inputs(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                              memory_key_padding_mask, cache, tgt_is_causal)
+            self.check_inputs(tgt, memory, *masks, cache, tgt_is_causal)
         self_cache, cross_cache = (None, None) if cache is None else cache
 
-        def self_attention(h):    # queries, keys, values: the target prefix
-            return self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask,
-                                  cache=self_cache, is_causal=tgt_is_causal)[0]
+        def self_attention(h):  # queries, keys, values: the target prefix
+            return self.self_attn(
+                h,
+                h,
+                h,
+                key_padding_mask=tgt_key_padding_mask,
+                attn_mask=tgt_mask,
+                cache=self_cache,
+                is_causal=tgt_is_causal,
+            )[0]
 
-        def cross_attention(h):   # queries from the target, keys and values from the memory
+        def cross_attention(h):  # queries from the target, keys and values from memory
             record = self.cross_attention_record
-            out, weights = self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
-                                           attn_mask=memory_mask, cache=cross_cache,
-                                           need_weights=record is not None)
+            out, weights = self.cross_attn(
+                h,
+                memory,
+                memory,
+                key_padding_mask=memory_key_padding_mask,
+                attn_mask=memory_mask,
+                cache=cross_cache,
+                need_weights=record is not None,
+            )
             if record is not None:
-                record.append(weights)                       # (B, T, S), averaged over heads
+                record.append(weights)  # (B, T, S), averaged over heads
             return out
 
-        x = self.self_attn_sublayer(tgt, self_attention)     # (B, T, d)
-        x = self.cross_attn_sublayer(x, cross_attention)     # (B, T, d)
-        return self.ff_sublayer(x, self.feed_forward)        # (B, T, d)
+        x = self.self_attn_sublayer(tgt, self_attention)  # (B, T, d)
+        x = self.cross_attn_sublayer(x, cross_attention)  # (B, T, d)
+        return self.ff_sublayer(x, self.feed_forward)  # (B, T, d)
 
     @classmethod
     def from_torch(cls, module: nn.TransformerDecoderLayer) -> DecoderLayer:
-        """A copy of a batch-first `nn.TransformerDecoderLayer` (relu or gelu, either norm order)."""
+        """A copy of a batch-first `nn.TransformerDecoderLayer` (relu or gelu, either
+        norm order)."""
         new = cls(**torch_layer_arguments(module, nn.TransformerDecoderLayer))
         new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
         new.cross_attn = MultiHeadAttention.from_torch(module.multihead_attn)
         copy_feed_forward(new.feed_forward, module)
-        for ours, theirs in ((new.self_attn_sublayer, module.norm1), (new.cross_attn_sublayer, module.norm2),
-                             (new.ff_sublayer, module.norm3)):
-            copy_norm(ours.norm, theirs)
-        return trust_inputs(new).to(module.linear1.weight.device, module.linear1.weight.dtype)
+        ours = (new.self_attn_sublayer, new.cross_attn_sublayer, new.ff_sublayer)
+        for sublayer, norm in zip(ours, (module.norm1, module.norm2, module.norm3)):
+            copy_norm(sublayer.norm, norm)
+        weight = module.linear1.weight
+        return trust_inputs(new).to(weight.device, weight.dtype)
 
-
+# %% ../notebooks/05_decoder.ipynb #40fe6248
 @dataclass
 class DecoderCache:
     """What incremental decoding keeps between steps: the growing cache.
 
     Args:
-        self_attn: one growing `KVCache` per decoder layer; cross_attn: one static `KVCache` per layer.
-        memory: the encoder output (None once the cross-attention caches hold its keys and values);
-        memory_pad: its padding (True = PAD). tgt_pad: True where a cached target position is PAD.
+        self_attn: one growing `KVCache` per decoder layer; cross_attn: one static
+            `KVCache` per layer.
+        memory: the encoder output (None once the cross-attention caches hold its keys
+            and values); memory_pad: its padding (True = PAD).
+        tgt_pad: True where a cached target position is PAD.
 
     Shapes:
         self_attn[i].key/value (B, H, t, d_k), cross_attn[i].key/value (B, H, S, d_k),
@@ -123,60 +169,81 @@ class DecoderCache:
 
     self_attn: list[KVCache]
     cross_attn: list[KVCache]
-    memory: torch.Tensor | None
-    memory_pad: torch.Tensor
-    tgt_pad: torch.Tensor
+    memory: Tensor | None
+    memory_pad: Tensor
+    tgt_pad: Tensor
 
     @classmethod
-    def empty(cls, num_layers: int, memory: torch.Tensor, memory_pad: torch.Tensor) -> DecoderCache:
+    def empty(cls, num_layers: int, memory: Tensor, memory_pad: Tensor) -> DecoderCache:
         """No target position yet; the cross-attention caches fill at the first step."""
-        return cls([KVCache() for _ in range(num_layers)], [KVCache(static=True) for _ in range(num_layers)],
-                   memory, memory_pad, memory_pad.new_zeros(memory_pad.shape[0], 0))
+        return cls(
+            [KVCache() for _ in range(num_layers)],
+            [KVCache(static=True) for _ in range(num_layers)],
+            memory,
+            memory_pad,
+            memory_pad.new_zeros(memory_pad.shape[0], 0),
+        )
 
     @property
     def position(self) -> int:
         """Where the next target token goes: the number of cached positions t."""
         return self.tgt_pad.shape[1]
 
-    def append_padding(self, tgt_pad: torch.Tensor) -> torch.Tensor:
-        """Record the padding (B, T) of T new positions; return that of all keys, (B, t + T)."""
+    def append_padding(self, tgt_pad: Tensor) -> Tensor:
+        """Record the padding (B, T) of T new positions; return all keys' (B, t + T)."""
         self.tgt_pad = torch.cat([self.tgt_pad, tgt_pad], dim=1)
         return self.tgt_pad
 
-    def select(self, rows: torch.Tensor | None = None) -> DecoderCache:
-        """The cache of batch rows `rows` (B',) (to reorder beams), or a copy to grow when None."""
+    def select(self, rows: Tensor | None = None) -> DecoderCache:
+        """The cache of batch rows `rows` (B',) (to reorder beams); a copy if None."""
+
         def pick(x):
             return x if rows is None or x is None else x.index_select(0, rows)
-        return DecoderCache([c.select(rows) for c in self.self_attn], [c.select(rows) for c in self.cross_attn],
-                            pick(self.memory), pick(self.memory_pad), pick(self.tgt_pad))
 
+        return DecoderCache(
+            [c.select(rows) for c in self.self_attn],
+            [c.select(rows) for c in self.cross_attn],
+            pick(self.memory),
+            pick(self.memory_pad),
+            pick(self.tgt_pad),
+        )
 
+# %% ../notebooks/05_decoder.ipynb #f20c438b
 class Decoder(nn.Module):
-    """A stack of `num_layers` independent copies of `layer`, then an optional final `norm`.
+    """A stack of `num_layers` independent copies of `layer`, then an optional `norm`.
 
-    forward(tgt (B, T, d), memory (B, S, d), masks and tgt_is_causal as `DecoderLayer`, cache=None)
-    -> (B, T, d);
-    `cache` (a `DecoderCache`) hands each layer its own caches.
+    forward(tgt (B, T, d), memory (B, S, d), masks and tgt_is_causal as `DecoderLayer`,
+    cache=None) -> (B, T, d); `cache` (a `DecoderCache`) hands layer i its own caches.
     """
 
-    def __init__(self, layer: DecoderLayer, num_layers: int, norm: nn.Module | None = None):
+    def __init__(
+        self, layer: DecoderLayer, num_layers: int, norm: nn.Module | None = None
+    ):
         super().__init__()
         self.layers = independent_copies(layer, num_layers)
         self.norm = norm
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        self.validate_inputs = True  # False in a model, which checks its inputs once
         trust_inputs(self)
 
-    def forward(self, tgt: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
-                memory_key_padding_mask: torch.Tensor | None = None,
-                cache: DecoderCache | None = None, tgt_is_causal: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        tgt: Tensor,
+        memory: Tensor | None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        tgt_is_causal: bool = False,
+    ) -> Tensor:
+        masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
+
+        def caches(i):  # layer i's (self-attention, cross-attention) caches
+            return None if cache is None else (cache.self_attn[i], cache.cross_attn[i])
+
         if self.validate_inputs:
-            first = None if cache is None else (cache.self_attn[0], cache.cross_attn[0])
-            self.layers[0].check_inputs(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                                        memory_key_padding_mask, first, tgt_is_causal)
+            self.layers[0].check_inputs(tgt, memory, *masks, caches(0), tgt_is_causal)
         x = tgt
         for i, layer in enumerate(self.layers):
-            layer_cache = None if cache is None else (cache.self_attn[i], cache.cross_attn[i])
-            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
-                      cache=layer_cache, tgt_is_causal=tgt_is_causal)
+            x = layer(x, memory, *masks, cache=caches(i), tgt_is_causal=tgt_is_causal)
         return x if self.norm is None else self.norm(x)

@@ -27,11 +27,8 @@ __all__ = ['DEMO_MAX_NEW_TOKENS', 'OnnxEncoder', 'OnnxDecoderStep', 'export_onnx
 
 # %% ../notebooks/09a_deploy.ipynb #c2efa9d0
 class OnnxEncoder(nn.Module):
-    """The encoder graph: source ids -> the keys and values every decoder layer's
-    cross-attention reads, and the source padding as an additive mask.
-
-    Each layer's cross-attention projects the memory itself (`project_keys_values`), as it
-    does when it fills its cache in `greedy`.
+    """The encoder graph: source ids -> every decoder layer's cross-attention keys and
+    values (as `greedy` caches them) and the source padding as an additive mask.
 
     Args:
         model: the `Transformer` to run.
@@ -45,67 +42,72 @@ class OnnxEncoder(nn.Module):
         self.model = model
 
     def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        memory, pad = self.model.encode(src, validate=False)       # (B, S, d), (B, S)
-        kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in self.model.decoder.layers]
-        cross_k = torch.stack([k for k, _ in kv])                  # (L, B, H, S, d_k)
-        cross_v = torch.stack([v for _, v in kv])
+        memory, pad = self.model.encode(src, validate=False)  # (B, S, d), (B, S)
+        layers = self.model.decoder.layers
+        kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in layers]
+        cross_k, cross_v = map(torch.stack, zip(*kv))  # (L, B, H, S, d_k)
         return cross_k, cross_v, to_additive_mask(pad)
 
-
+# %% ../notebooks/09a_deploy.ipynb #e42d9c1d
 class OnnxDecoderStep(nn.Module):
-    """The decoder-step graph: the newest token and the cache -> the greedy next token, the
-    grown cache and the new query's cross-attention weights.
-
-    It builds a `DecoderCache` from the tensors and runs the model's own `decode` on it, the
-    code `generation.greedy` runs. The token's position t is the cache's length; the cached
-    target positions count as tokens (a row's PAD comes only after its EOS, and the caller
-    discards what a finished row chooses). PAD and BOS are never chosen.
+    """The decoder-step graph of `generation.greedy`: the newest token and the cache ->
+    the next token (never PAD or BOS), the grown cache and the newest token's
+    cross-attention weights. The token's position is the cache's length t (PAD comes
+    only after EOS, and the caller discards what finished rows choose).
 
     Args:
         model: the `Transformer` to run.
 
     Shapes:
-        token (B, 1); self_k, self_v (L, B, H, t, d_k); cross_k, cross_v (L, B, H, S, d_k);
-        memory_pad (B, S) -> next_token (B,); self_k, self_v (L, B, H, t + 1, d_k);
-        cross_attention (B, L, S), averaged over heads.
+        token (B, 1); self_k, self_v (L, B, H, t, d_k); cross_k, cross_v
+        (L, B, H, S, d_k); memory_pad (B, S) -> next_token (B,); self_k, self_v
+        (L, B, H, t + 1, d_k); cross_attention (B, L, S), averaged over heads.
     """
 
     def __init__(self, model: Transformer):
         super().__init__()
-        self.model = model
-        never = torch.zeros(model.config.tgt_vocab_size, dtype=torch.bool)
-        never[[model.config.pad_id, model.config.bos_id]] = True
-        self.register_buffer("never", never, persistent=False)         # (V,)
+        self.model, c = model, model.config
+        never = torch.zeros(c.tgt_vocab_size, dtype=torch.bool)
+        never[[c.pad_id, c.bos_id]] = True
+        self.register_buffer("never", never, persistent=False)  # (V,)
 
-    def forward(self, token: Tensor, self_k: Tensor, self_v: Tensor, cross_k: Tensor,
-                cross_v: Tensor, memory_pad: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def forward(
+        self,
+        token: Tensor,
+        self_k: Tensor,
+        self_v: Tensor,
+        cross_k: Tensor,
+        cross_v: Tensor,
+        memory_pad: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         m, B, t = self.model, token.shape[0], self_k.shape[3]
         layers = range(len(m.decoder.layers))
-        cache = DecoderCache(
-            [KVCache(self_k[i], self_v[i]) for i in layers],
-            [KVCache(cross_k[i], cross_v[i], static=True) for i in layers],
-            memory=None, memory_pad=memory_pad,                    # the memory: in the caches
-            tgt_pad=token.new_zeros(B, t, dtype=torch.bool))
-        with recording_cross_attention(m) as weights:               # L of (B, 1, S)
-            logits = m.decode(token, cache=cache, validate=False)[:, -1]   # (B, V)
+        self_kv = [KVCache(self_k[i], self_v[i]) for i in layers]
+        cross_kv = [KVCache(cross_k[i], cross_v[i], static=True) for i in layers]
+        tgt_pad = token.new_zeros(B, t, dtype=torch.bool)
+        # memory=None: the cross-attention caches hold its keys and values
+        cache = DecoderCache(self_kv, cross_kv, None, memory_pad, tgt_pad)
+        with recording_cross_attention(m) as weights:  # L of (B, 1, S)
+            logits = m.decode(token, cache=cache, validate=False)[:, -1]  # (B, V)
         choice = logits.masked_fill(self.never, float("-inf")).argmax(-1)
-        keys = torch.stack([kv.key for kv in cache.self_attn])     # (L, B, H, t + 1, d_k)
+        keys = torch.stack([kv.key for kv in cache.self_attn])  # (L, B, H, t + 1, d_k)
         values = torch.stack([kv.value for kv in cache.self_attn])
         return choice, keys, values, torch.cat(weights, dim=1)
 
 # %% ../notebooks/09a_deploy.ipynb #9a342b5a
-def _isneginf(g, x):
-    return g.op("IsInf", x, detect_negative_i=1, detect_positive_i=0)    # ONNX has no IsNegInf
+def _isneginf(g, x):  # ONNX has no IsNegInf
+    return g.op("IsInf", x, detect_negative_i=1, detect_positive_i=0)
 
-
-def export_onnx(model: Transformer, folder: str | Path, opset: int = 17) -> dict[str, Path]:
-    """Write the encoder and decoder-step graphs (`encoder.onnx`, `decoder_step.onnx`) and `config.json`.
-
-    The TorchScript exporter traces a CPU copy of `model` in eval mode (`model` itself is left as it is),
-    with the batch, the source length and the cache length as dynamic dimensions.
+# %% ../notebooks/09a_deploy.ipynb #1de63446
+def export_onnx(
+    model: Transformer, folder: str | Path, opset: int = 17
+) -> dict[str, Path]:
+    """Write the encoder and decoder-step graphs (`encoder.onnx`, `decoder_step.onnx`)
+    and `config.json`: the TorchScript exporter traces a CPU copy of `model` in eval
+    mode, with the batch, the source length and the cache length as dynamic axes.
 
     Args:
-        model: the `Transformer` to export.
+        model: the `Transformer` to export (left as it is).
         folder: where the files go (created if missing).
         opset: the ONNX opset, >= 17 (it has LayerNormalization).
 
@@ -113,7 +115,8 @@ def export_onnx(model: Transformer, folder: str | Path, opset: int = 17) -> dict
         The paths: {"encoder": ..., "decoder_step": ..., "config": ...}.
     """
     if not isinstance(model, Transformer):
-        raise TypeError(f"model must be a transformer_lib Transformer, got {type(model).__name__}")
+        name = type(model).__name__
+        raise TypeError(f"model must be a transformer_lib Transformer, got {name}")
     if check_positive_int(opset, "opset") < 17:
         raise ValueError(f"opset must be >= 17 (LayerNormalization), got {opset}")
     folder = Path(folder)
@@ -121,45 +124,38 @@ def export_onnx(model: Transformer, folder: str | Path, opset: int = 17) -> dict
         raise ValueError(f"folder {folder} is a file, expected a folder")
     folder.mkdir(parents=True, exist_ok=True)
     model, c = copy.deepcopy(model).cpu().float().eval(), model.config
-    src = torch.tensor([[c.eos_id] * 4, [c.eos_id] * 3 + [c.pad_id]])          # example ids (2, 4), one padded
-    cross_k, cross_v, memory_pad = OnnxEncoder(model)(src)
-    cache = torch.zeros(c.num_decoder_layers, 2, c.nhead, 3, c.d_model // c.nhead)  # example: t = 3 tokens
-    b, bs, s = {0: "batch"}, {0: "batch", 1: "src_len"}, {1: "batch", 3: "src_len"}
+    src = torch.tensor([[c.eos_id] * 4, [c.eos_id] * 3 + [c.pad_id]])  # one padded
+    memory = OnnxEncoder(model)(src)  # cross_k, cross_v, memory_pad
+    cache = torch.zeros(c.num_decoder_layers, 2, c.nhead, 3, c.d_model // c.nhead)
+    step_args = (torch.full((2, 1), c.bos_id), cache, cache, *memory)  # t = 3 cached
+    b, w = {0: "batch"}, {0: "batch", 2: "src_len"}
+    bs, s = {0: "batch", 1: "src_len"}, {1: "batch", 3: "src_len"}
     t, t1 = {1: "batch", 3: "tgt_len"}, {1: "batch", 3: "tgt_len_1"}
-    step_args = (torch.full((2, 1), c.bos_id), cache, cache, cross_k, cross_v, memory_pad)
-    graphs = {   # name: (module, example inputs, dynamic axes of the inputs, and of the outputs)
-        "encoder": (OnnxEncoder(model), (src,), {"src": bs}, {"cross_k": s, "cross_v": s, "memory_pad": bs}),
-        "decoder_step": (OnnxDecoderStep(model), step_args,
-                         {"token": b, "self_k": t, "self_v": t, "cross_k": s, "cross_v": s, "memory_pad": bs},
-                         {"next_token": b, "self_k_out": t1, "self_v_out": t1,
-                          "cross_attention": {0: "batch", 2: "src_len"}}),
+    memory_axes = dict(cross_k=s, cross_v=s, memory_pad=bs)
+    step_in = dict(token=b, self_k=t, self_v=t, **memory_axes)
+    step_out = dict(next_token=b, self_k_out=t1, self_v_out=t1, cross_attention=w)
+    graphs = {
+        "encoder": (OnnxEncoder(model), (src,), {"src": bs}, memory_axes),
+        "decoder_step": (OnnxDecoderStep(model), step_args, step_in, step_out),
     }
-    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    options = {"opset_version": opset}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        options["dynamo"] = False  # the TorchScript exporter
     torch.onnx.register_custom_op_symbolic("aten::isneginf", _isneginf, opset)
-    paths = {}
+    paths = {name: folder / f"{name}.onnx" for name in graphs}
     for name, (module, args, inputs, outputs) in graphs.items():
-        paths[name] = folder / f"{name}.onnx"
+        names = dict(input_names=list(inputs), output_names=list(outputs))
+        f, axes = str(paths[name]), {**inputs, **outputs}
         with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")                  # tracer warnings about the Python-side checks
-            torch.onnx.export(module, args, str(paths[name]), input_names=list(inputs), output_names=list(outputs),
-                              dynamic_axes={**inputs, **outputs}, opset_version=opset, **legacy)
-    paths["config"] = folder / "config.json"
-    paths["config"].write_text(json.dumps(c.to_dict(), indent=1) + "\n", encoding="utf-8")
+            warnings.simplefilter("ignore")  # the tracer warns about Python-side checks
+            torch.onnx.export(module, args, f, **names, dynamic_axes=axes, **options)
+    paths["config"] = path = folder / "config.json"
+    path.write_text(json.dumps(c.to_dict(), indent=1) + "\n", encoding="utf-8")
     return paths
 
 # %% ../notebooks/09a_deploy.ipynb #660bf583
-def _onnxruntime():
-    try:
-        import numpy
-        import onnxruntime
-    except ImportError as err:
-        raise ImportError(f"{err.name} is missing: running the exported graphs needs the extra "
-                          "`pip install 'transformer_lib[onnx]'`") from None
-    return numpy, onnxruntime
-
-
 class OnnxGreedy:
-    """Greedy decoding with the graphs of `export_onnx`, run by onnxruntime: the tokens of `generation.greedy`.
+    """Greedy decoding with `export_onnx`'s graphs in onnxruntime: `greedy`'s tokens.
 
     Args:
         folder: the folder `export_onnx` wrote.
@@ -167,69 +163,88 @@ class OnnxGreedy:
     """
 
     def __init__(self, folder: str | Path, threads: int = 1):
-        np, ort = _onnxruntime()
+        try:
+            import numpy  # noqa: F401 (__call__ needs it)
+            import onnxruntime as ort
+        except ImportError as err:
+            raise ImportError(
+                f"{err.name} is missing: running the exported graphs needs the extra "
+                "`pip install 'transformer_lib[onnx]'`"
+            ) from None
         folder = Path(folder)
-        files = [folder / name for name in ("encoder.onnx", "decoder_step.onnx", "config.json")]
-        missing = [str(f) for f in files if not f.is_file()]
-        if missing:
-            raise FileNotFoundError(f"folder {folder} lacks {missing}: write them with export_onnx")
+        names = ("encoder.onnx", "decoder_step.onnx", "config.json")
+        files = [folder / name for name in names]
+        if missing := [str(f) for f in files if not f.is_file()]:
+            raise FileNotFoundError(
+                f"folder {folder} lacks {missing}: write them with export_onnx"
+            )
         options = ort.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = check_positive_int(threads, "threads")
-        self.encoder, self.step = (ort.InferenceSession(str(f), options, providers=["CPUExecutionProvider"])
-                                   for f in files[:2])
+        threads = check_positive_int(threads, "threads")
+        options.intra_op_num_threads = options.inter_op_num_threads = threads
+        cpu = dict(sess_options=options, providers=["CPUExecutionProvider"])
+        self.encoder = ort.InferenceSession(str(files[0]), **cpu)
+        self.step = ort.InferenceSession(str(files[1]), **cpu)
         self.config = json.loads(files[2].read_text(encoding="utf-8"))
 
     def __call__(self, src, max_new_tokens: int) -> tuple:
-        """Greedy tokens and cross-attention weights of `src`, a right-padded array or tensor of ids.
+        """Greedy tokens and cross-attention weights (numpy) of right-padded ids `src`.
 
         Shapes:
-            src (B, S) -> tokens (B, 1 + n), BOS first, PAD after each row's EOS, n <= max_new_tokens;
-            cross_attention (B, L, n, S), averaged over heads. Both numpy arrays.
+            src (B, S), array or tensor -> tokens (B, 1 + n), BOS first, PAD after each
+            row's EOS, n <= max_new_tokens; cross_attention (B, L, n, S), head-averaged.
         """
-        np, _ = _onnxruntime()
-        c = self.config
-        src = np.asarray(src.cpu() if isinstance(src, Tensor) else src)
-        if src.ndim != 2 or src.shape[1] == 0 or not np.issubdtype(src.dtype, np.integer):
-            raise ValueError(f"src must be integer ids of shape (B, S), got {src.dtype} {list(src.shape)}")
-        if src.shape[1] > c["max_len"]:
-            raise ValueError(f"src has length {src.shape[1]}, more than max_len={c['max_len']}")
-        if src.size and not 0 <= src.min() <= src.max() < c["src_vocab_size"]:
-            raise ValueError(f"src must hold ids in [0, {c['src_vocab_size']}), got {src.min()}..{src.max()}")
-        steps = min(check_positive_int(max_new_tokens, "max_new_tokens"), c["max_len"] - 1)
-        cross_k, cross_v, memory_pad = self.encoder.run(None, {"src": src.astype(np.int64)})
-        B = src.shape[0]
-        self_k = self_v = np.zeros((*cross_k.shape[:3], 0, cross_k.shape[-1]), np.float32)   # (L, B, H, 0, d_k)
-        out, finished, weights = np.full((B, 1), c["bos_id"], np.int64), np.zeros(B, bool), []
-        for _ in range(steps):
-            token, self_k, self_v, w = self.step.run(None, {
-                "token": out[:, -1:], "self_k": self_k, "self_v": self_v, "cross_k": cross_k,
-                "cross_v": cross_v, "memory_pad": memory_pad})
+        import numpy as np
+
+        c, src = self.config, np.asarray(src.cpu() if isinstance(src, Tensor) else src)
+        ints = np.issubdtype(src.dtype, np.integer)
+        if src.ndim != 2 or src.shape[1] == 0 or not ints:
+            got = f"{src.dtype} {list(src.shape)}"
+            raise ValueError(f"src must be integer ids of shape (B, S), got {got}")
+        B, S = src.shape
+        if S > c["max_len"]:
+            raise ValueError(f"src has length {S}, more than max_len={c['max_len']}")
+        V = c["src_vocab_size"]
+        lo, hi = (src.min(), src.max()) if src.size else (0, 0)
+        if not 0 <= lo <= hi < V:
+            raise ValueError(f"src must hold ids in [0, {V}), got {lo}..{hi}")
+        n = check_positive_int(max_new_tokens, "max_new_tokens")
+        names = ("cross_k", "cross_v", "memory_pad")
+        feed = dict(zip(names, self.encoder.run(None, {"src": src.astype(np.int64)})))
+        feed["self_k"] = feed["self_v"] = np.zeros_like(feed["cross_k"][..., :0, :])
+        out = np.full((B, 1), c["bos_id"], np.int64)
+        finished, weights = np.zeros(B, bool), []
+        for _ in range(min(n, c["max_len"] - 1)):
+            feed["token"] = out[:, -1:]
+            token, feed["self_k"], feed["self_v"], w = self.step.run(None, feed)
             token = np.where(finished, c["pad_id"], token)
-            out, finished = np.concatenate([out, token[:, None]], axis=1), finished | (token == c["eos_id"])
-            weights.append(w)                                                              # (B, L, S)
+            out = np.concatenate([out, token[:, None]], axis=1)
+            finished |= token == c["eos_id"]
+            weights.append(w)  # (B, L, S)
             if finished.all():
                 break
-        return out, np.stack(weights, axis=2)                                              # (B, L, n, S)
+        return out, np.stack(weights, axis=2)  # (B, L, n, S)
 
 # %% ../notebooks/09a_deploy.ipynb #b7c33f93
-DEMO_MAX_NEW_TOKENS = 12                     # as `dates.translate`: 10 characters and EOS, with room to spare
+DEMO_MAX_NEW_TOKENS = 12  # as `dates.translate`: 10 characters, EOS, room to spare
 
 
 def export_demo(translator: DateTranslator, folder: str | Path) -> dict[str, Path]:
-    """The model files of the in-browser demo: `export_onnx`'s graphs and config, and `vocab.json`.
+    """The model files of the in-browser demo: `export_onnx`'s graphs and config, and
+    `vocab.json`: {"source": chars, "target": chars, "max_new_tokens": 12}.
 
     Args:
-        translator: the date model and its source vocabulary (`dates.pretrained()` for the book).
+        translator: the date model and its source vocabulary (`dates.pretrained()`).
         folder: where the files go (created if missing).
 
     Returns:
-        The paths of `export_onnx`, and "vocab": {"source": chars, "target": chars, "max_new_tokens": 12}.
+        The paths of `export_onnx`, and "vocab".
     """
     if not isinstance(translator, DateTranslator):
-        raise TypeError(f"translator must be a dates.DateTranslator, got {type(translator).__name__}")
+        name = type(translator).__name__
+        raise TypeError(f"translator must be a dates.DateTranslator, got {name}")
     paths = export_onnx(translator.model, folder)
-    vocab = {"source": translator.src_vocab.itos, "target": TARGET_VOCAB.itos,   # characters in id order
-             "max_new_tokens": DEMO_MAX_NEW_TOKENS}
-    paths["vocab"] = Path(folder) / "vocab.json"
-    paths["vocab"].write_text(json.dumps(vocab, ensure_ascii=False) + "\n", encoding="utf-8")
+    source, target = translator.src_vocab.itos, TARGET_VOCAB.itos  # chars in id order
+    vocab = dict(source=source, target=target, max_new_tokens=DEMO_MAX_NEW_TOKENS)
+    paths["vocab"] = path = Path(folder) / "vocab.json"
+    path.write_text(json.dumps(vocab, ensure_ascii=False) + "\n", encoding="utf-8")
     return paths

@@ -29,7 +29,8 @@ __all__ = ['CHECKPOINT_NAME', 'DistContext', 'torchrun_env', 'backend_for', 'set
 # %% ../notebooks/10_distributed.ipynb #6cbbe44c
 @dataclass(frozen=True)
 class DistContext:
-    """This process's place in the job: `rank` in [0, world_size), `local_rank` on its machine, its device."""
+    """This process's place in the job: `rank` in [0, world_size), `local_rank` on its
+    machine, its device."""
 
     rank: int = 0
     world_size: int = 1
@@ -43,84 +44,106 @@ class DistContext:
 
 
 def torchrun_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, int]:
-    """(rank, world_size, local_rank) from torchrun's variables; (0, 1, 0) for a plain process."""
+    """(rank, world_size, local_rank) from torchrun's variables; (0, 1, 0) for a plain
+    process."""
     env = os.environ if environ is None else environ
     if "RANK" not in env or "WORLD_SIZE" not in env:
         return 0, 1, 0
     rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
     local_rank = int(env.get("LOCAL_RANK", rank))
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"RANK={rank} and WORLD_SIZE={world_size}: expected 0 <= RANK < WORLD_SIZE")
+        raise ValueError(
+            f"RANK={rank} and WORLD_SIZE={world_size}: expected 0 <= RANK < WORLD_SIZE"
+        )
     return rank, world_size, local_rank
 
 
 def backend_for(device: torch.device | str) -> str:
-    """The collective backend for `device`: NCCL between GPUs, gloo between CPU processes."""
+    """The collective backend for `device`: NCCL between GPUs, gloo between CPU
+    processes."""
     return "nccl" if torch.device(device).type == "cuda" else "gloo"
 
-
+# %% ../notebooks/10_distributed.ipynb #d10setup
 def setup_distributed(device: str | None = None) -> DistContext:
-    """Pick this rank's device (cuda:LOCAL_RANK on GPUs) and join the process group if under torchrun."""
+    """Pick this rank's device (cuda:LOCAL_RANK on GPUs) and join the process group if
+    under torchrun."""
     rank, world_size, local_rank = torchrun_env()
     chosen = get_device(device)
     if chosen.type == "cuda":
         index = local_rank if "LOCAL_RANK" in os.environ else (chosen.index or 0)
         if index >= torch.cuda.device_count():
-            raise ValueError(f"LOCAL_RANK {index} needs GPU {index}, but only {torch.cuda.device_count()} "
+            raise ValueError(f"LOCAL_RANK {index} needs GPU {index}, "
+                             f"but only {torch.cuda.device_count()} "
                              "are visible: start at most one process per GPU")
         chosen = torch.device("cuda", index)
         torch.cuda.set_device(chosen)
-    if "RANK" in os.environ and not dist.is_initialized():       # under torchrun: MASTER_ADDR/PORT are set
+    # under torchrun: MASTER_ADDR/PORT are set
+    if "RANK" in os.environ and not dist.is_initialized():
         dist.init_process_group(backend_for(chosen), rank=rank, world_size=world_size)
     return DistContext(rank, world_size, local_rank, chosen)
 
 
 def cleanup_distributed() -> None:
-    """Wait for every rank, then leave the process group (a no-op for a single process)."""
+    """Wait for every rank, then leave the process group (a no-op for a single
+    process)."""
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
 
 # %% ../notebooks/10_distributed.ipynb #973b4702
-def rank_batches(pairs: Sequence[Pair], global_batch_size: int, rank: int = 0, world_size: int = 1,
-                 seed: int = 0, epoch: int = 0) -> Iterator[Batch]:
-    """One epoch of this rank's shards: rank r's k-th `Batch` holds B/N pairs of global batch k.
+def rank_batches(
+    pairs: Sequence[Pair], global_batch_size: int, rank: int = 0, world_size: int = 1,
+    seed: int = 0, epoch: int = 0,
+) -> Iterator[Batch]:
+    """One epoch of this rank's shards: rank r's k-th `Batch` holds B/N pairs of global
+    batch k.
 
-    The global batches are those of a single process with the same `seed` and `epoch`; the shards
-    of the N ranks are disjoint and together form the global batch. Incomplete batches are dropped.
+    The global batches are those of a single process with the same `seed` and `epoch`;
+    the shards of the N ranks are disjoint and together form the global batch.
+    Incomplete batches are dropped.
     """
     if global_batch_size % world_size:
-        raise ValueError(f"global_batch_size must be divisible by world_size, got {global_batch_size} "
+        raise ValueError("global_batch_size must be divisible by world_size, "
+                         f"got {global_batch_size} "
                          f"and {world_size}")
     if global_batch_size > len(pairs):
-        raise ValueError(f"global_batch_size {global_batch_size} is larger than the {len(pairs)} training pairs")
-    sampler = DistributedSampler(pairs, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
-                                 drop_last=True)
-    sampler.set_epoch(epoch)                      # a different permutation each epoch, the same on every rank
-    # its own generator: making an iterator draws a seed, which must not come from the global
-    # generator that dropout draws from (a resumed run makes one more iterator than the original)
-    return iter(DataLoader(pairs, batch_size=global_batch_size // world_size, sampler=sampler,
-                           collate_fn=collate, drop_last=True, generator=torch.Generator().manual_seed(seed)))
+        raise ValueError(f"global_batch_size {global_batch_size} is larger than the "
+                         f"{len(pairs)} training pairs")
+    sampler = DistributedSampler(pairs, num_replicas=world_size, rank=rank,
+                                 shuffle=True, seed=seed, drop_last=True)
+    # a different permutation each epoch, the same on every rank
+    sampler.set_epoch(epoch)
+    # its own generator: making an iterator draws a seed, which must not come from the
+    # global
+    # generator that dropout draws from (a resumed run makes one more iterator than the
+    # original)
+    return iter(DataLoader(pairs, batch_size=global_batch_size // world_size,
+                           sampler=sampler, collate_fn=collate, drop_last=True,
+                           generator=torch.Generator().manual_seed(seed)))
 
 # %% ../notebooks/10_distributed.ipynb #ce34573b
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """Sum `tensor` over all ranks, in place (unchanged for a single process); returns it."""
+    """Sum `tensor` over all ranks, in place (unchanged for a single process); returns
+    it."""
     if dist.is_available() and dist.is_initialized():
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
 
 
-def global_token_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0, label_smoothing: float = 0.0,
+def global_token_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
+                      label_smoothing: float = 0.0,
                       world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss to back-propagate, global token-mean loss to log) for this rank's shard.
 
-    logits (b, T, V), labels (b, T). The first is N / n * (sum of this rank's token losses), n the
-    number of non-PAD labels over all ranks: after DDP averages over the N ranks, the gradient is
-    that of the mean over all n tokens. The second (detached) is that mean, equal on every rank.
+    logits (b, T, V), labels (b, T). The first is N / n * (sum of this rank's token
+    losses), n the number of non-PAD labels over all ranks: after DDP averages over the
+    N ranks, the gradient is that of the mean over all n tokens. The second (detached)
+    is that mean, equal on every rank.
     """
     count = labels.ne(pad_id).sum()
     local_sum = sequence_loss(logits, labels, pad_id, label_smoothing) * count
-    totals = all_reduce_sum(torch.stack([local_sum.detach(), count.to(local_sum.dtype)]))
+    totals = all_reduce_sum(
+        torch.stack([local_sum.detach(), count.to(local_sum.dtype)]))
     global_sum, global_count = totals[0], totals[1].clamp(min=1)
     return local_sum * (world_size / global_count), global_sum / global_count
 
@@ -131,13 +154,15 @@ CHECKPOINT_NAME = "checkpoint.pt"
 class StopRequest:
     """SIGTERM or SIGINT (Ctrl-C) become a request to stop after the current step.
 
-    `requested()` is agreed by all ranks (a one-number all-reduce under torchrun), so that every
-    rank stops after the same step and rank 0 can write a checkpoint that all of them reached.
+    `requested()` is agreed by all ranks (a one-number all-reduce under torchrun), so
+    that every rank stops after the same step and rank 0 can write a checkpoint that all
+    of them reached.
     """
 
     def __enter__(self) -> StopRequest:
         self.signum = 0
-        self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        self._previous = {s: signal.signal(s, self._handle)
+                          for s in (signal.SIGTERM, signal.SIGINT)}
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -155,36 +180,41 @@ class StopRequest:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return int(flag.item())
 
-
-def write_checkpoint(out: Path, model: Transformer, optimizer, scheduler, ctx: DistContext,
+# %% ../notebooks/10_distributed.ipynb #d10write
+def write_checkpoint(out: Path, model: Transformer, optimizer, scheduler,
+                     ctx: DistContext,
                      **extra) -> None:
-    """Rank 0 writes out/checkpoint.pt atomically, with every rank's generator states; all wait."""
+    """Rank 0 writes out/checkpoint.pt atomically, with every rank's generator states;
+    all wait."""
     states = [rng_state()]
     if dist.is_initialized():
         states = [None] * ctx.world_size
         dist.all_gather_object(states, rng_state())
     if ctx.is_main:
-        save_checkpoint(out / CHECKPOINT_NAME, model, optimizer=optimizer, scheduler=scheduler,
+        save_checkpoint(out / CHECKPOINT_NAME, model, optimizer=optimizer,
+                        scheduler=scheduler,
                         rng=states, **extra)
     if dist.is_initialized():
         dist.barrier()
 
-
+# %% ../notebooks/10_distributed.ipynb #d10resum
 class ResumeError(ValueError):
-    """A checkpoint that this run cannot continue from (unreadable, or from another run)."""
+    """A checkpoint that this run cannot continue from (unreadable, or from another
+    run)."""
 
 
 def settings_mismatch(saved: Mapping, current: Mapping) -> list[str]:
     """'name: checkpoint X, this run Y' for every setting that differs."""
     return [f"{k}: checkpoint {saved.get(k)!r}, this run {current.get(k)!r}"
-            for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
+            for k in sorted(set(saved) | set(current))
+            if saved.get(k) != current.get(k)]
 
 
 def resume(out: Path, settings: Mapping, model: Transformer, optimizer, scheduler,
            ctx: DistContext, restore_rng: bool = True) -> dict:
-    """Load out/checkpoint.pt into the model, optimizer, scheduler and this rank's generators,
-    after checking that it was written with the same `settings`: nothing changes if not.
-    Returns its `extra` (step, losses so far, ...)."""
+    """Load out/checkpoint.pt into the model, optimizer, scheduler and this rank's
+    generators, after checking that it was written with the same `settings`: nothing
+    changes if not. Returns its `extra` (step, losses so far, ...)."""
     path = out / CHECKPOINT_NAME
     try:
         _, saved = load_checkpoint(path, "cpu", with_extra=True)
@@ -194,7 +224,8 @@ def resume(out: Path, settings: Mapping, model: Transformer, optimizer, schedule
     if differ:
         raise ResumeError(f"{path} was written by another run: {'; '.join(differ)}")
     try:
-        load_checkpoint(path, ctx.device, model=model, optimizer=optimizer, scheduler=scheduler,
+        load_checkpoint(path, ctx.device, model=model, optimizer=optimizer,
+                        scheduler=scheduler,
                         restore_rng=restore_rng, rank=ctx.rank)
     except ValueError as err:
         raise ResumeError(str(err)) from err

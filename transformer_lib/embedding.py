@@ -18,42 +18,52 @@ __all__ = ['check_token_ids', 'TokenEmbedding', 'sinusoidal_table', 'SinusoidalP
            'RotaryEmbedding', 'TransformerEmbedding']
 
 # %% ../notebooks/01_embedding.ipynb #9640b829
-def check_token_ids(tokens: torch.Tensor, vocab_size: int, name: str = "tokens") -> torch.Tensor:
+# fmt: off
+def check_token_ids(tokens: torch.Tensor, vocab_size: int,
+                    name: str = "tokens") -> torch.Tensor:
     """Return `tokens` if it is an integer tensor (B, S) of ids in [0, vocab_size)."""
     if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
-    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long), got dtype {tokens.dtype}")
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, "
+                        f"got {type(tokens).__name__}")
+    dtype = tokens.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long), "
+                        f"got dtype {dtype}")
     if tokens.dim() != 2:
-        raise ValueError(f"{name} must have shape [B, S] (batch, sequence), got shape {list(tokens.shape)}")
+        raise ValueError(f"{name} must have shape [B, S] (batch, sequence), "
+                         f"got shape {list(tokens.shape)}")
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         bad = int(tokens.min()) if int(tokens.min()) < 0 else int(tokens.max())
-        raise ValueError(f"{name} contains id {bad}, outside [0, vocab_size={vocab_size})")
+        raise ValueError(f"{name} contains id {bad}, "
+                         f"outside [0, vocab_size={vocab_size})")
     return tokens
 
 
 class TokenEmbedding(nn.Module):
     """Token ids (B, S) -> vectors (B, S, d_model), scaled by sqrt(d_model).
 
-    Rows are initialised with standard deviation 1/sqrt(d_model), so scaled entries have unit
-    scale; the row `padding_idx` is zero and gets no gradient.
+    Rows are initialised with standard deviation 1/sqrt(d_model), so scaled entries have
+    unit scale; the row `padding_idx` is zero and gets no gradient.
     """
 
     def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = 0):
         super().__init__()
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.d_model = check_positive_int(d_model, "d_model")
-        if padding_idx is not None and not (isinstance(padding_idx, int) and 0 <= padding_idx < vocab_size):
-            raise ValueError(f"padding_idx must be an id in [0, vocab_size={vocab_size}) or None, got {padding_idx!r}")
+        if padding_idx is not None and not (isinstance(padding_idx, int)
+                                            and 0 <= padding_idx < vocab_size):
+            raise ValueError(
+                f"padding_idx must be an id in [0, vocab_size={vocab_size}) or None, "
+                f"got {padding_idx!r}")
         self.padding_idx = padding_idx
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
         self.scale = math.sqrt(d_model)
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        self.validate_inputs = True  # False inside a model (it checks its inputs once)
         self.reset_parameters()
 
     @property
     def weight(self) -> nn.Parameter:
-        """The table E, (vocab_size, d_model) (shared with the output projection when tied)."""
+        """Table E (vocab_size, d_model), shared with the output projection if tied."""
         return self.embedding.weight
 
     def reset_parameters(self) -> None:
@@ -63,8 +73,8 @@ class TokenEmbedding(nn.Module):
                 self.embedding.weight[self.padding_idx].zero_()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Its check of the ids reads their min and max (a host sync); a model that owns this
-        embedding checks them once itself and sets `validate_inputs` to False."""
+        """Its check of the ids reads their min and max (a host sync); a model that owns
+        this embedding checks them once itself and sets `validate_inputs` to False."""
         if self.validate_inputs:
             check_token_ids(tokens, self.vocab_size)
         return self.embedding(tokens) * self.scale  # (B, S, d)
@@ -78,62 +88,72 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     max_len = check_positive_int(max_len, "max_len")
     d_model = check_positive_int(d_model, "d_model")
     if d_model % 2:
-        raise ValueError(f"d_model must be even for sinusoidal encodings (sine/cosine pairs), got {d_model}")
-    position = torch.arange(max_len, dtype=torch.float64)[:, None]                        # (max_len, 1)
-    frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
-    angle = position * frequency                                                          # (max_len, d/2)
+        raise ValueError(
+            f"d_model must be even for sinusoidal encodings (sine/cosine pairs), "
+            f"got {d_model}"
+        )
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    channel = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i: (d/2,)
+    frequency = 10000.0 ** (-channel / d_model)  # (d/2,)
+    angle = position * frequency  # (max_len, d/2)
     table = torch.empty(max_len, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(angle)
     table[:, 1::2] = torch.cos(angle)
     return table.float()
 
-# %% ../notebooks/01_embedding.ipynb #79912015
-def _check_length(length: int, start: int | torch.Tensor, max_len: int,
-                  name: str = "sequence length") -> None:
-    if isinstance(start, torch.Tensor):   # a position on the device: reading it is a host sync
-        return                            # (the caller keeps it in range)
-    if start < 0:
-        raise ValueError(f"start must be >= 0, got {start}")
-    if start + length > max_len:
-        raise ValueError(f"{name} {length} (starting at position {start}) exceeds max_len={max_len}; "
-                         f"build the module with a larger max_len")
-
-
-def _check_positions(x: torch.Tensor, d_model: int, start: int | torch.Tensor, max_len: int) -> None:
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
-        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must have shape [B, S, d_model={d_model}], got {shape}")
-    _check_length(x.shape[1], start, max_len)
-
-
+# %% ../notebooks/01_embedding.ipynb #d5f7b9c1
 class SinusoidalPositionalEncoding(nn.Module):
-    """x (B, S, d_model) -> dropout(x + P[start:start+S]) with the fixed sinusoidal table.
+    """x (B, S, d_model) -> dropout(x + P[start:start+S]), P the fixed sinusoidal table.
 
-    `start` is an int, or a long tensor of shape (1,) on the device (unchecked): a decoding step
-    whose position is a tensor keeps the same shapes at every step (chapter 7a's CUDA graphs).
+    `start` is an int, or a long tensor of shape (1,) on the device (unchecked): a
+    decoding step whose position is a tensor keeps the same shapes at every step
+    (chapter 7a's CUDA graphs).
     """
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
-        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)  # (max_len, d)
+        table = sinusoidal_table(max_len, d_model)  # (max_len, d)
+        self.register_buffer("table", table, persistent=False)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
         self.validate_inputs = True
 
     def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
         if self.validate_inputs:
             _check_positions(x, self.d_model, start, self.max_len)
-        if isinstance(start, torch.Tensor):                                   # rows by index
-            rows = self.table.index_select(0, start + torch.arange(x.shape[1], device=x.device))
+        if isinstance(start, torch.Tensor):  # rows by index
+            index = start + torch.arange(x.shape[1], device=x.device)  # (S,)
+            rows = self.table.index_select(0, index)
         else:
-            rows = self.table[start:start + x.shape[1]]                       # (S, d)
-        return self.dropout(x + rows.to(x.dtype))                             # (B, S, d)
+            rows = self.table[start : start + x.shape[1]]  # (S, d)
+        return self.dropout(x + rows.to(x.dtype))  # (B, S, d)
+
+# %% ../notebooks/01_embedding.ipynb #79912015
+# fmt: off
+def _check_length(length: int, start: int | torch.Tensor, max_len: int,
+                  name: str = "sequence length") -> None:
+    if isinstance(start, torch.Tensor):  # on the device: reading it is a host sync
+        return                           # (the caller keeps it in range)
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
+    if start + length > max_len:
+        raise ValueError(f"{name} {length} (starting at position {start}) exceeds "
+                         f"max_len={max_len}; build the module with a larger max_len")
+
+
+def _check_positions(x: torch.Tensor, d_model: int, start: int | torch.Tensor,
+                     max_len: int) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
+        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape [B, S, d_model={d_model}], got {shape}")
+    _check_length(x.shape[1], start, max_len)
 
 # %% ../notebooks/01_embedding.ipynb #6428c909
 class LearnedPositionalEmbedding(nn.Module):
-    """x (B, S, d_model) -> x + W[start:start+S], with a trainable table W (max_len, d_model).
+    """x (B, S, d_model) -> x + W[start:start+S], W trainable (max_len, d_model).
 
-    `start`: an int, or a long tensor (1,) on the device, as for `SinusoidalPositionalEncoding`.
+    `start`: an int, or a long tensor (1,) on the device, as for
+    `SinusoidalPositionalEncoding`.
     """
 
     def __init__(self, max_len: int, d_model: int):
@@ -147,14 +167,15 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
         if self.validate_inputs:
             _check_positions(x, self.d_model, start, self.max_len)
-        index = start + torch.arange(x.shape[1], device=x.device)          # (S,)
+        index = start + torch.arange(x.shape[1], device=x.device)  # (S,)
         return x + self.embedding(index)  # (B, S, d)
 
 # %% ../notebooks/01_embedding.ipynb #001377b0
 class RotaryEmbedding(nn.Module):
     """Rotate x (..., S, head_dim) pairwise by position: RoPE for queries and keys.
 
-    Channel pair (2i, 2i+1) at position m is rotated by the angle m * base^(-2i/head_dim).
+    Channel pair (2i, 2i+1) at position m is rotated by the angle
+    m * base^(-2i/head_dim).
     """
 
     def __init__(self, head_dim: int, max_len: int = 4096, base: float = 10000.0):
@@ -162,32 +183,42 @@ class RotaryEmbedding(nn.Module):
         self.head_dim = check_positive_int(head_dim, "head_dim")
         self.max_len = check_positive_int(max_len, "max_len")
         if head_dim % 2:
-            raise ValueError(f"head_dim must be even for rotary embeddings (channel pairs), got {head_dim}")
-        frequency = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d_k/2,)
-        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * frequency              # (max_len, d_k/2)
+            raise ValueError(
+                f"head_dim must be even for rotary embeddings (channel pairs), "
+                f"got {head_dim}"
+            )
+        channel = torch.arange(0, head_dim, 2, dtype=torch.float64)  # 2i: (d_k/2,)
+        frequency = base ** (-channel / head_dim)  # (d_k/2,)
+        position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        angle = position * frequency  # (max_len, d_k/2)
         self.register_buffer("cos", angle.cos().float(), persistent=False)
         self.register_buffer("sin", angle.sin().float(), persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         if x.dim() < 2 or x.shape[-1] != self.head_dim:
-            raise ValueError(f"x must have shape [..., S, head_dim={self.head_dim}], got {list(x.shape)}")
+            raise ValueError(
+                f"x must have shape [..., S, head_dim={self.head_dim}], "
+                f"got {list(x.shape)}"
+            )
         length = x.shape[-2]
         _check_length(length, start, self.max_len)
-        cos = self.cos[start:start + length].to(x.dtype)  # (S, d_k/2)
-        sin = self.sin[start:start + length].to(x.dtype)
-        even, odd = x[..., 0::2], x[..., 1::2]             # (..., S, d_k/2) each
+        cos = self.cos[start : start + length].to(x.dtype)  # (S, d_k/2)
+        sin = self.sin[start : start + length].to(x.dtype)
+        even, odd = x[..., 0::2], x[..., 1::2]  # (..., S, d_k/2) each
         rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-        return rotated.flatten(-2)                          # (..., S, d_k), pairs interleaved again
+        return rotated.flatten(-2)  # (..., S, d_k), pairs interleaved again
 
 # %% ../notebooks/01_embedding.ipynb #9084bddf
+# fmt: off
 class TransformerEmbedding(nn.Module):
     """Token ids (B, S) -> dropout(sqrt(d) * E[ids] + P[:S]) : (B, S, d_model).
 
-    `positional` is "sinusoidal" (the paper's fixed table) or "learned" (a trainable table).
+    `positional` is "sinusoidal" (the paper's fixed table) or "learned" (trainable).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_len: int = 512, dropout: float = 0.1,
-                 padding_idx: int | None = 0, positional: Literal["sinusoidal", "learned"] = "sinusoidal"):
+    def __init__(self, vocab_size: int, d_model: int, max_len: int = 512,
+                 dropout: float = 0.1, padding_idx: int | None = 0,
+                 positional: Literal["sinusoidal", "learned"] = "sinusoidal"):
         super().__init__()
         self.max_len = check_positive_int(max_len, "max_len")
         self.token = TokenEmbedding(vocab_size, d_model, padding_idx=padding_idx)
@@ -196,18 +227,22 @@ class TransformerEmbedding(nn.Module):
         elif positional == "learned":
             self.position = LearnedPositionalEmbedding(max_len, d_model)
         else:
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}")
+            raise ValueError(f"positional must be 'sinusoidal' or 'learned', "
+                             f"got {positional!r}")
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
-        trust_inputs(self)                   # its parts: checked here, once
+        self.validate_inputs = True  # False inside a model (it checks its inputs once)
+        trust_inputs(self)  # its parts: checked here, once
 
     def check_inputs(self, tokens: torch.Tensor, start: int | torch.Tensor = 0) -> None:
-        check_token_ids(tokens, self.token.vocab_size)                   # a host sync
-        _check_length(tokens.shape[1], start, self.max_len, "sequence length (tokens.shape[1])")
+        check_token_ids(tokens, self.token.vocab_size)  # a host sync
+        name = "sequence length (tokens.shape[1])"
+        _check_length(tokens.shape[1], start, self.max_len, name)
 
-    def forward(self, tokens: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
-        """`start`: the position of the first token, an int or a long tensor (1,) (unchecked)."""
+    def forward(self, tokens: torch.Tensor,
+                start: int | torch.Tensor = 0) -> torch.Tensor:
+        """`start`: the first token's position, an int or a long tensor (1,)
+        (unchecked)."""
         if self.validate_inputs:
             self.check_inputs(tokens, start)
-        vectors = self.token(tokens)                                     # (B, S, d)
-        return self.dropout(self.position(vectors, start=start))         # (B, S, d)
+        vectors = self.token(tokens)  # (B, S, d)
+        return self.dropout(self.position(vectors, start=start))  # (B, S, d)

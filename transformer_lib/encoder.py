@@ -29,65 +29,110 @@ class EncoderLayer(nn.Module):
     boolean True = may not attend (or floating, added to the scores).
     """
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False, layer_norm_eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout)
-        self.feed_forward = FeedForward(d_model, dim_feedforward, dropout=dropout, activation=activation)
-        self.attn_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
-        self.ff_sublayer = ResidualSublayer(d_model, dropout, norm_first, layer_norm_eps)
+        self.feed_forward = FeedForward(
+            d_model, dim_feedforward, dropout=dropout, activation=activation
+        )
+        self.attn_sublayer = ResidualSublayer(
+            d_model, dropout, norm_first, layer_norm_eps
+        )
+        self.ff_sublayer = ResidualSublayer(
+            d_model, dropout, norm_first, layer_norm_eps
+        )
         self.norm_first = norm_first
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
-        trust_inputs(self)                   # its parts: checked here, once
+        # False inside a model, which checks its inputs once
+        self.validate_inputs = True
+        trust_inputs(self)  # its parts: checked here, once
 
-    def check_inputs(self, src: torch.Tensor, src_mask: torch.Tensor | None = None,
-                     src_key_padding_mask: torch.Tensor | None = None) -> None:
+    def check_inputs(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+    ) -> None:
         self.self_attn.check_inputs(src, src, src, src_key_padding_mask, src_mask)
 
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None,
-                src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         if self.validate_inputs:
             self.check_inputs(src, src_mask, src_key_padding_mask)
 
         def self_attention(h):
-            return self.self_attn(h, h, h, key_padding_mask=src_key_padding_mask, attn_mask=src_mask)[0]
+            return self.self_attn(
+                h, h, h, key_padding_mask=src_key_padding_mask, attn_mask=src_mask
+            )[0]
 
-        x = self.attn_sublayer(src, self_attention)      # (B, S, d)
-        return self.ff_sublayer(x, self.feed_forward)    # (B, S, d)
+        x = self.attn_sublayer(src, self_attention)  # (B, S, d)
+        return self.ff_sublayer(x, self.feed_forward)  # (B, S, d)
 
     @classmethod
     def from_torch(cls, module: nn.TransformerEncoderLayer) -> EncoderLayer:
-        """A copy of a batch-first `nn.TransformerEncoderLayer` (relu or gelu, either norm order)."""
+        """A copy of a batch-first `nn.TransformerEncoderLayer`.
+
+        Relu or gelu, either norm order.
+        """
         new = cls(**torch_layer_arguments(module, nn.TransformerEncoderLayer))
         new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
         copy_feed_forward(new.feed_forward, module)
         copy_norm(new.attn_sublayer.norm, module.norm1)
         copy_norm(new.ff_sublayer.norm, module.norm2)
-        return trust_inputs(new).to(module.linear1.weight.device, module.linear1.weight.dtype)
+        return trust_inputs(new).to(
+            module.linear1.weight.device, module.linear1.weight.dtype
+        )
 
-
+# %% ../notebooks/04b_encoder.ipynb #5ac13648
 def torch_layer_arguments(module: nn.Module, expected: type) -> dict:
-    """Constructor arguments of our layer for a batch-first torch encoder/decoder layer `module`."""
+    """Constructor arguments of our layer for a batch-first torch layer `module`.
+
+    `module`: an encoder or a decoder layer.
+    """
     if not isinstance(module, expected):
-        raise TypeError(f"module must be an nn.{expected.__name__}, got {type(module).__name__}")
+        raise TypeError(
+            f"module must be an nn.{expected.__name__}, got {type(module).__name__}"
+        )
     if not module.self_attn.batch_first:
-        raise ValueError("module must be built with batch_first=True (this library is batch-first)")
-    return dict(d_model=module.self_attn.embed_dim, nhead=module.self_attn.num_heads,
-                dim_feedforward=module.linear1.out_features, dropout=module.dropout.p,
-                activation=_torch_activation_name(module.activation), norm_first=module.norm_first,
-                layer_norm_eps=module.norm1.eps)
+        raise ValueError(
+            "module must be built with batch_first=True (this library is batch-first)"
+        )
+    return dict(
+        d_model=module.self_attn.embed_dim,
+        nhead=module.self_attn.num_heads,
+        dim_feedforward=module.linear1.out_features,
+        dropout=module.dropout.p,
+        activation=_torch_activation_name(module.activation),
+        norm_first=module.norm_first,
+        layer_norm_eps=module.norm1.eps,
+    )
 
 
 def _torch_activation_name(activation) -> str:
-    """The name of a torch layer's activation ('relu' or 'gelu'), as FeedForward expects it."""
-    for name, functions in {"relu": (F.relu, nn.ReLU), "gelu": (F.gelu, nn.GELU)}.items():
+    """The name of a torch layer's activation, 'relu' or 'gelu', for `FeedForward`."""
+    for name, functions in {
+        "relu": (F.relu, nn.ReLU),
+        "gelu": (F.gelu, nn.GELU),
+    }.items():
         if activation is functions[0] or isinstance(activation, functions[1]):
             return name
     raise ValueError(f"activation must be relu or gelu to copy it, got {activation!r}")
 
 
 def copy_feed_forward(ours: FeedForward, theirs: nn.Module) -> None:
-    """Copy the weights of a torch layer's `linear1`/`linear2` into our `FeedForward`."""
+    """Copy a torch layer's `linear1` and `linear2` weights into our `FeedForward`."""
     with torch.no_grad():
         for name in ("linear1", "linear2"):
             getattr(ours, name).weight.copy_(getattr(theirs, name).weight)
@@ -102,9 +147,11 @@ def copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
 
 # %% ../notebooks/04b_encoder.ipynb #2ba153f8
 def _reset_all(module: nn.Module) -> None:
-    """Re-draw every parameter of `module` with its submodules' own initialisers, each module
-    after its children: `MultiHeadAttention` re-draws its projections after `nn.Linear` has."""
-    for sub in reversed(list(module.modules())):                # children before their parent
+    """Re-draw every parameter of `module` with its submodules' own initialisers.
+
+    Each module after its children: `MultiHeadAttention` re-draws its projections after
+    `nn.Linear` has."""
+    for sub in reversed(list(module.modules())):  # children before their parent
         for name in ("reset_parameters", "_reset_parameters"):
             if sub is not module and hasattr(sub, name):
                 getattr(sub, name)()
@@ -112,31 +159,46 @@ def _reset_all(module: nn.Module) -> None:
 
 
 def independent_copies(layer: nn.Module, num_layers: int) -> nn.ModuleList:
-    """`num_layers` deep copies of `layer`, each re-initialised: same configuration, own parameters."""
-    copies = nn.ModuleList(copy.deepcopy(layer) for _ in range(check_positive_int(num_layers, "num_layers")))
+    """`num_layers` deep copies of `layer`, each re-initialised.
+
+    Same configuration, own parameters.
+    """
+    copies = nn.ModuleList(
+        copy.deepcopy(layer)
+        for _ in range(check_positive_int(num_layers, "num_layers"))
+    )
     for clone in copies:
         _reset_all(clone)
     return copies
 
-
+# %% ../notebooks/04b_encoder.ipynb #276c34ca
 class Encoder(nn.Module):
-    """A stack of `num_layers` independent copies of `layer`, then an optional final `norm`.
+    """A stack of `num_layers` independent copies of `layer`, then an optional `norm`.
 
-    forward(src (B, S, d), mask (S, S) | None, src_key_padding_mask (B, S) | None) -> memory (B, S, d).
+    forward(src (B, S, d), mask (S, S) | None, src_key_padding_mask (B, S) | None)
+    -> memory (B, S, d).
     """
 
-    def __init__(self, layer: EncoderLayer, num_layers: int, norm: nn.Module | None = None):
+    def __init__(
+        self, layer: EncoderLayer, num_layers: int, norm: nn.Module | None = None
+    ):
         super().__init__()
         self.layers = independent_copies(layer, num_layers)
         self.norm = norm
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        # False inside a model, which checks its inputs once
+        self.validate_inputs = True
         trust_inputs(self)
 
-    def forward(self, src: torch.Tensor, mask: torch.Tensor | None = None,
-                src_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        src: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         if self.validate_inputs:
             self.layers[0].check_inputs(src, mask, src_key_padding_mask)
         x = src
         for layer in self.layers:
-            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask)  # (B, S, d)
+            # (B, S, d) -> (B, S, d)
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask)
         return x if self.norm is None else self.norm(x)

@@ -21,8 +21,10 @@ ACTIVATIONS = ("relu", "gelu")
 def _make_activation(activation: str) -> nn.Module:
     """The activation module for `activation`, one of `ACTIVATIONS`."""
     if not isinstance(activation, str):
-        raise TypeError(f"activation must be a str, one of {ACTIVATIONS}, "
-                        f"got {type(activation).__name__} {activation!r}")
+        raise TypeError(
+            f"activation must be a str, one of {ACTIVATIONS}, "
+            f"got {type(activation).__name__} {activation!r}"
+        )
     if activation == "relu":
         return nn.ReLU()
     if activation == "gelu":
@@ -31,20 +33,25 @@ def _make_activation(activation: str) -> nn.Module:
 
 
 def _check_last_dim(x: torch.Tensor, width: int, name: str = "x") -> torch.Tensor:
-    """Return `x` if it is a tensor `(..., width)`; else a clear `TypeError`/`ValueError`."""
+    """`x` if it is a tensor `(..., width)`; else a clear `TypeError`/`ValueError`."""
     rank = x.dim() if isinstance(x, torch.Tensor) else 1
-    return check_shape(x, (*([None] * (rank - 1)), width), f"{name} (last dimension d_model={width})")
+    return check_shape(
+        x, (*([None] * (rank - 1)), width), f"{name} (last dimension d_model={width})"
+    )
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network: `FFN(x) = linear2(dropout(activation(linear1(x))))`.
+    """Position-wise feed-forward network.
 
-    In the paper's notation `FFN(a) = ReLU(a W1 + b1) W2 + b2`, with `W1 = linear1.weight.T`
-    of shape `(d_model, dim_feedforward)` and `W2 = linear2.weight.T` of shape
-    `(dim_feedforward, d_model)`. Parameters: `2 * d_model * dim_feedforward + dim_feedforward + d_model`.
+    `FFN(x) = linear2(dropout(activation(linear1(x))))`. In the paper's notation
+    `FFN(a) = ReLU(a W1 + b1) W2 + b2`, with `W1 = linear1.weight.T` of shape
+    `(d_model, dim_feedforward)` and `W2 = linear2.weight.T` of shape
+    `(dim_feedforward, d_model)`. Parameters:
+    `2 * d_model * dim_feedforward + dim_feedforward + d_model`.
 
     Same attribute names and computation as the feed-forward block of
-    `torch.nn.TransformerEncoderLayer` (without its outer `dropout2`, which belongs to the residual).
+    `torch.nn.TransformerEncoderLayer` (without its outer `dropout2`, which belongs to
+    the residual).
 
     Args:
         d_model: width d of the input and output.
@@ -53,11 +60,17 @@ class FeedForward(nn.Module):
         activation: `"relu"` (default, as in the paper) or `"gelu"`.
 
     Shapes:
-        x: `(*, d_model)`, e.g. `(B, L, d_model)`; hidden: `(*, dim_feedforward)`; output: `(*, d_model)`.
+        x: `(*, d_model)`, e.g. `(B, L, d_model)`; hidden: `(*, dim_feedforward)`;
+        output: `(*, d_model)`.
     """
 
-    def __init__(self, d_model: int, dim_feedforward: int, dropout: float = 0.0,
-                 activation: str = "relu") -> None:
+    def __init__(
+        self,
+        d_model: int,
+        dim_feedforward: int,
+        dropout: float = 0.0,
+        activation: str = "relu",
+    ) -> None:
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
         self.dim_feedforward = check_positive_int(dim_feedforward, "dim_feedforward")
@@ -66,30 +79,38 @@ class FeedForward(nn.Module):
         self.activation = _make_activation(activation)
         self.dropout = nn.Dropout(p)
         self.linear2 = nn.Linear(self.dim_feedforward, self.d_model)
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        self.validate_inputs = (
+            True  # False inside a model, which checks its inputs once
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """`x`: `(*, d_model)` → `(*, d_model)`; every position is transformed alone."""
         if self.validate_inputs:
             _check_last_dim(x, self.d_model)
-        hidden = self.dropout(self.activation(self.linear1(x)))   # (*, d_ff)
-        return self.linear2(hidden)                                # (*, d)
+        hidden = self.dropout(self.activation(self.linear1(x)))  # (*, d_ff)
+        return self.linear2(hidden)  # (*, d)
 
 # %% ../notebooks/03_feedforward.ipynb #d84b548a
 def feedforward_num_params(d_model: int, dim_feedforward: int) -> int:
-    """Parameters of `FeedForward(d_model, dim_feedforward)`: `2 d d_ff + d_ff + d` (weights and biases)."""
+    """Parameters of `FeedForward(d_model, dim_feedforward)`: `2 d d_ff + d_ff + d`.
+
+    Weights and biases.
+    """
     d_model = check_positive_int(d_model, "d_model")
     dim_feedforward = check_positive_int(dim_feedforward, "dim_feedforward")
     return 2 * d_model * dim_feedforward + dim_feedforward + d_model
 
 # %% ../notebooks/03_feedforward.ipynb #cd59516a
 class SwiGLU(nn.Module):
-    """Gated feed-forward network: `w_out(dropout(w_value(x) * silu(w_gate(x))))`, without biases.
+    """Gated feed-forward network, without biases.
 
-    In matrix form `SwiGLU(a) = [(a W_v) ⊙ SiLU(a W_g)] W_o` with `SiLU(u) = u * sigmoid(u)`,
-    `W_v = w_value.weight.T` and `W_g = w_gate.weight.T` of shape `(d_model, hidden_dim)`, and
-    `W_o = w_out.weight.T` of shape `(hidden_dim, d_model)`. Parameters: `3 * d_model * hidden_dim`.
-    Use `swiglu_hidden_dim(dim_feedforward)` for the width that costs what `FeedForward` costs.
+    `w_out(dropout(w_value(x) * silu(w_gate(x))))`. In matrix form
+    `SwiGLU(a) = [(a W_v) ⊙ SiLU(a W_g)] W_o` with `SiLU(u) = u * sigmoid(u)`,
+    `W_v = w_value.weight.T` and `W_g = w_gate.weight.T` of shape
+    `(d_model, hidden_dim)`, and `W_o = w_out.weight.T` of shape
+    `(hidden_dim, d_model)`.
+    Parameters: `3 * d_model * hidden_dim`. Use `swiglu_hidden_dim(dim_feedforward)` for
+    the width that costs what `FeedForward` costs.
 
     Args:
         d_model: width d of the input and output.
@@ -113,22 +134,23 @@ class SwiGLU(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """`x`: `(*, d_model)` → `(*, d_model)`; every position is transformed alone."""
         _check_last_dim(x, self.d_model)
-        gated = self.w_value(x) * F.silu(self.w_gate(x))          # (*, d_g)
-        return self.w_out(self.dropout(gated))                     # (*, d)
+        gated = self.w_value(x) * F.silu(self.w_gate(x))  # (*, d_g)
+        return self.w_out(self.dropout(gated))  # (*, d)
 
 # %% ../notebooks/03_feedforward.ipynb #b93179db
 def swiglu_hidden_dim(dim_feedforward: int) -> int:
-    """Hidden width d_g of a `SwiGLU` with the weight budget of a `FeedForward` of width `dim_feedforward`.
+    """Hidden width d_g of a `SwiGLU` as costly as a `FeedForward(d, dim_feedforward)`.
 
-    Solves `3 * d * d_g = 2 * d * d_ff` and rounds to the nearest integer: `d_g = round(2 * d_ff / 3)`,
-    computed as `(2 * d_ff + 1) // 3` (no ties occur). The budgets then differ by at most `d` weights.
+    Solves `3 * d * d_g = 2 * d * d_ff` and rounds to the nearest integer:
+    `d_g = round(2 * d_ff / 3)`, computed as `(2 * d_ff + 1) // 3` (no ties occur). The
+    budgets then differ by at most `d` weights.
     """
     dim_feedforward = check_positive_int(dim_feedforward, "dim_feedforward")
     return (2 * dim_feedforward + 1) // 3
 
 
 def swiglu_num_params(d_model: int, hidden_dim: int) -> int:
-    """Parameters of `SwiGLU(d_model, hidden_dim)`: `3 * d_model * hidden_dim` (no biases)."""
+    """Parameters of `SwiGLU(d_model, hidden_dim)`: `3 * d_model * hidden_dim`."""
     d_model = check_positive_int(d_model, "d_model")
     hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
     return 3 * d_model * hidden_dim

@@ -15,7 +15,7 @@ from torch import nn
 FONT = "Helvetica"
 
 # %% auto #0
-__all__ = ['FONT', 'new_diagram', 'box_label', 'module_diagram', 'plot_mask']
+__all__ = ['FONT', 'new_diagram', 'box_label', 'module_diagram', 'architecture_diagram', 'plot_mask']
 
 # %% ../notebooks/00a_figures.ipynb #6d060aa5
 def new_diagram(title: str, *, direction: str = "BT") -> graphviz.Digraph:
@@ -23,7 +23,7 @@ def new_diagram(title: str, *, direction: str = "BT") -> graphviz.Digraph:
 
     Args:
         title: the diagram's title, drawn above it.
-        direction: Graphviz `rankdir`; "BT" reads bottom to top, as the paper's figure 1.
+        direction: Graphviz `rankdir`; "BT" reads bottom to top, as in the paper.
     """
     return graphviz.Digraph(
         graph_attr=dict(
@@ -51,7 +51,7 @@ def new_diagram(title: str, *, direction: str = "BT") -> graphviz.Digraph:
 
 # %% ../notebooks/00a_figures.ipynb #c7bcac98
 def box_label(name: str, module: nn.Module) -> str:
-    """`name` and the class it holds: "self_attn\\nMultiHeadAttention", "layers\\n6 × EncoderLayer"."""
+    """`name` and the class it holds, on two lines: "layers" and "6 × EncoderLayer"."""
     if isinstance(module, nn.ModuleList) and len(module) > 0:
         return f"{name}\n{len(module)} × {type(module[0]).__name__}"
     return f"{name}\n{type(module).__name__}"
@@ -68,7 +68,7 @@ def module_diagram(
     direction: str = "BT",
     cover_children: bool = True,
 ) -> graphviz.Digraph:
-    """Draw `module` as a box per submodule, joined by `edges`: the boxes come from the module.
+    """Draw `module` as boxes for its submodules, joined by `edges`.
 
     Every edge end is a submodule path of `module` ("encoder.layers"), a tensor or an
     operation. A name that is none of these raises, so a diagram cannot name a submodule
@@ -79,13 +79,13 @@ def module_diagram(
         edges: `(src, dst)` or `(src, dst, label)` triples of names.
         title: the diagram's title.
         tensors: names of inputs and outputs, `{name: label}`, drawn as ellipses.
-        ops: names of operations that are not modules (`+`, `softmax`), drawn as circles.
-        groups: `{submodule path: [names drawn inside its frame]}`, e.g. the encoder's stack.
+        ops: operations that are not modules: `+` as a circle, `softmax` dashed.
+        groups: `{submodule path: [names drawn inside its frame]}`, e.g. the encoder.
         direction: Graphviz `rankdir` ("BT": bottom to top).
         cover_children: require every direct child of `module` to be drawn.
 
     Raises:
-        ValueError: an edge names something that is not a submodule, tensor or operation, or
+        ValueError: an edge names something that is not a submodule, tensor or op, or
             a child of `module` is missing.
     """
     tensors, ops, groups = dict(tensors or {}), dict(ops or {}), dict(groups or {})
@@ -121,8 +121,9 @@ def module_diagram(
     for path, members in groups.items():
         with dot.subgraph(name=f"cluster_{path}") as frame:
             frame.attr(
-                label=box_label(path, submodules[path]).replace("\n", " "),
+                label=f"{path}: {type(submodules[path]).__name__}",
                 style="dashed",
+                labelloc="b",  # the top, when the diagram reads bottom to top
                 fontname=FONT,
                 fontsize="13",
             )
@@ -139,10 +140,45 @@ def module_diagram(
 def _node(dot: graphviz.Digraph, name: str, submodules, tensors, ops) -> None:
     if name in tensors:
         dot.node(name, tensors[name], shape="ellipse", style="solid")
-    elif name in ops:
+    elif name in ops and len(ops[name]) <= 2:  # "+", "×": a small circle
         dot.node(name, ops[name], shape="circle", margin="0.02", width="0.3")
+    elif name in ops:  # "softmax", "matmul": a dashed box, not a module
+        dot.node(name, ops[name], style="dashed")
     else:
         dot.node(name, box_label(name, submodules[name]))
+
+# %% ../notebooks/00a_figures.ipynb #8f94192d
+def architecture_diagram(
+    model: nn.Module, *, title: str = "The Transformer"
+) -> graphviz.Digraph:
+    """The encoder-decoder model as in the paper, drawn from `model`'s submodules.
+
+    Args:
+        model: a module with `src_embed` and `tgt_embed` (each with `token` and
+            `position`), `encoder.layers`, `decoder.layers` and `output` (chapter 5b's
+            `Transformer`), and optional `encoder.norm` and `decoder.norm`.
+        title: the diagram's title.
+    """
+    enc, dec = ["encoder.layers"], ["decoder.layers"]
+    if getattr(model.encoder, "norm", None) is not None:
+        enc.append("encoder.norm")  # pre-norm: a last LayerNorm after each stack
+    if getattr(model.decoder, "norm", None) is not None:
+        dec.append("decoder.norm")
+    src = ["src_embed.token", "src_embed.position"]
+    tgt = ["tgt_embed.token", "tgt_embed.position"]
+    edges = [
+        ("src", src[0]), (src[0], src[1]), (src[1], enc[0], "(B, S, d)"),
+        *zip(enc, enc[1:]), (enc[-1], "decoder.layers", "memory"),
+        ("tgt_in", tgt[0]), (tgt[0], tgt[1]), (tgt[1], dec[0], "(B, T, d)"),
+        *zip(dec, dec[1:]), (dec[-1], "output"),
+        ("output", "softmax", "logits"), ("softmax", "probs"),
+    ]  # fmt: skip
+    return module_diagram(
+        model, edges, title=title, ops={"softmax": "softmax"},
+        groups={"src_embed": src, "tgt_embed": tgt, "encoder": enc, "decoder": dec},
+        tensors={"src": "source ids (B, S)", "tgt_in": "BOS + target prefix (B, T)",
+                 "probs": "P(next token) (B, T, V)"},
+    )  # fmt: skip
 
 # %% ../notebooks/00a_figures.ipynb #4b1f2998
 def plot_mask(
@@ -153,7 +189,7 @@ def plot_mask(
     xlabel: str = "key position",
     ylabel: str = "query position",
 ) -> None:
-    """Draw a boolean mask (`True` = may not attend) as black squares on white, with a grid.
+    """Draw a boolean mask (`True` = may not attend): grey squares on white, in a grid.
 
     Args:
         ax: the matplotlib axes to draw on.

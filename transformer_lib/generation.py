@@ -21,109 +21,131 @@ __all__ = ['start_cache', 'decode_step', 'DecodingState', 'NoCacheDecoding', 'Ca
            'sample', 'beam_search', 'recording_cross_attention', 'cross_attention_weights']
 
 # %% ../notebooks/07_generation.ipynb #a20b863d
-def start_cache(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor) -> DecoderCache:
-    """An empty `DecoderCache` for decoding from `memory` (B, S, d), padding (B, S).
-
-    Each layer's self-attention cache grows by one position per step; its cross-attention cache
-    is filled with the memory's keys and values at the first step and reused after that.
-    """
+def start_cache(
+    model: Transformer, memory: Tensor, src_key_padding_mask: Tensor
+) -> DecoderCache:
+    """An empty `DecoderCache` on `memory` (B, S, d), padding (B, S): self-attention
+    caches grow by a position per step, cross-attention ones are filled at the first."""
     return DecoderCache.empty(len(model.decoder.layers), memory, src_key_padding_mask)
 
 # %% ../notebooks/07_generation.ipynb #0b2300f6
 @torch.no_grad()
-def decode_step(model: Transformer, tokens: Tensor, cache: DecoderCache,
-                validate: bool = True) -> tuple[Tensor, DecoderCache]:
-    """Logits of the token after `tokens`, the newest token of each row, and the grown cache.
-
-    `cache` itself is left as it was (the grown one is a new object). `validate=False` skips the
-    check of the ids (a host sync per step): the decoding loops below pass it for the tokens they
-    chose themselves.
+def decode_step(
+    model: Transformer, tokens: Tensor, cache: DecoderCache, validate: bool = True
+) -> tuple[Tensor, DecoderCache]:
+    """Logits of the token after `tokens` (the newest per row), and the grown cache: a
+    new object. `validate=False` skips the ids' check (a host sync), as the loops do.
 
     Shapes:
         tokens (B, 1) -> logits (B, V).
     """
-    grown = cache.select()                                                       # a copy to grow
-    logits = model.decode(tokens, cache=grown, validate=validate)                # (B, 1, V)
-    return logits[:, -1], grown                                                  # (B, V)
+    grown = cache.select()  # a copy to grow
+    logits = model.decode(tokens, cache=grown, validate=validate)  # (B, 1, V)
+    return logits[:, -1], grown  # (B, V)
 
 # %% ../notebooks/07_generation.ipynb #602b2560
 class DecodingState(Protocol):
-    """How a decoding loop gets next-token logits; one class per way (`greedy(..., use_cache=)`).
+    """How a decoding loop gets next-token logits; one class per way (`use_cache=`).
 
-    Made once per call of a loop from (model, memory (B, S, d), memory_pad (B, S), steps), the
-    most tokens it will be asked for. Called with the prefix (B, t) (BOS first; the state has
-    seen its first t - 1 tokens), it returns the logits (B, V) of token t + 1; `select(rows)`
-    keeps batch rows `rows` (B',), e.g. the parents of beam search's beams.
-    """
+    Made per loop from (model, memory (B, S, d), memory_pad (B, S), steps: the most new
+    tokens). Called with the prefix (B, t), BOS first, of which it has seen t - 1, it
+    returns the logits (B, V) of token t + 1; `select(rows)` keeps batch rows `rows`
+    (B'), e.g. the parents of beam search's beams."""
 
-    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int) -> None: ...
+    def __init__(
+        self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int
+    ) -> None: ...
     def __call__(self, prefix: Tensor) -> Tensor: ...
     def select(self, rows: Tensor) -> None: ...
 
-
+# %% ../notebooks/07_generation.ipynb #4d8e2a90
 class NoCacheDecoding:
-    """`use_cache=False`: every step decodes the whole prefix again (chapter 5b's simple loop)."""
+    """`use_cache=False`: each step decodes the whole prefix again (the simple loop)."""
 
-    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int):
+    def __init__(
+        self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int
+    ):
         self.model, self.memory, self.memory_pad = model, memory, memory_pad
 
     def __call__(self, prefix: Tensor) -> Tensor:
-        return self.model.decode(prefix, self.memory, self.memory_pad, validate=False)[:, -1]
+        logits = self.model.decode(prefix, self.memory, self.memory_pad, validate=False)
+        return logits[:, -1]
 
     def select(self, rows: Tensor) -> None:
-        self.memory, self.memory_pad = self.memory.index_select(0, rows), self.memory_pad.index_select(0, rows)
+        self.memory = self.memory.index_select(0, rows)
+        self.memory_pad = self.memory_pad.index_select(0, rows)
 
 
 class CachedDecoding:
-    """`use_cache=True`: the growing `DecoderCache`; each step decodes only the newest token."""
+    """`use_cache=True`: a growing `DecoderCache`; a step decodes the newest token."""
 
-    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int):
+    def __init__(
+        self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int
+    ):
         self.model, self.cache = model, start_cache(model, memory, memory_pad)
 
     def __call__(self, prefix: Tensor) -> Tensor:
-        return self.model.decode(prefix[:, -1:], cache=self.cache, validate=False)[:, -1]
+        logits = self.model.decode(prefix[:, -1:], cache=self.cache, validate=False)
+        return logits[:, -1]
 
     def select(self, rows: Tensor) -> None:
         self.cache = self.cache.select(rows)
 
-
-def _start_decoding(model: Transformer, src: Tensor, use_cache: bool | type[DecodingState], steps: int,
-                    repeat: int = 1) -> DecodingState:
-    """Encode `src` once (each row `repeat` times, one per beam); the decoding state on it."""
-    memory, src_pad = model.encode(src)                                       # (B, S, d), (B, S)
+# %% ../notebooks/07_generation.ipynb #5a0e9c3d
+def _start_decoding(
+    model: Transformer,
+    src: Tensor,
+    use_cache: bool | type[DecodingState],
+    steps: int,
+    repeat: int = 1,
+) -> DecodingState:
+    """Eval mode; encode `src` once (each row `repeat` times: the beams); its state."""
+    model.eval()
+    memory, src_pad = model.encode(src)  # (B, S, d), (B, S)
     if repeat > 1:
-        memory, src_pad = memory.repeat_interleave(repeat, 0), src_pad.repeat_interleave(repeat, 0)
+        memory, src_pad = (t.repeat_interleave(repeat, 0) for t in (memory, src_pad))
     kind = {True: CachedDecoding, False: NoCacheDecoding}.get(use_cache, use_cache)
     return kind(model, memory, src_pad, steps)
 
 
-def _check_common(model: Transformer, src: Tensor, max_new_tokens: int,
-                  use_cache: bool | type[DecodingState]) -> int:
+def _check_common(model: Transformer, max_new_tokens: int, use_cache: object) -> int:
+    """The number of steps to run, once the arguments of every loop are checked."""
     if not isinstance(model, Transformer):
-        raise TypeError(f"model must be a transformer_lib Transformer, got {type(model).__name__}")
-    if not (isinstance(use_cache, bool) or isinstance(use_cache, type) and hasattr(use_cache, "select")):
-        raise TypeError(f"use_cache must be True, False or a decoding state class (e.g. "
-                        f"PreallocatedDecoding), got {type(use_cache).__name__} {use_cache!r}")
-    return min(check_positive_int(max_new_tokens, "max_new_tokens"), model.config.max_len - 1)
+        name = type(model).__name__
+        raise TypeError(f"model must be a transformer_lib Transformer, got {name}")
+    is_state = isinstance(use_cache, type) and hasattr(use_cache, "select")
+    if not (isinstance(use_cache, bool) or is_state):
+        raise TypeError(
+            f"use_cache must be True, False or a decoding state class (e.g. "
+            f"PreallocatedDecoding), got {type(use_cache).__name__} {use_cache!r}"
+        )
+    steps = check_positive_int(max_new_tokens, "max_new_tokens")
+    return min(steps, model.config.max_len - 1)
 
 
 def _forbid_specials(logits: Tensor, model: Transformer) -> Tensor:
     logits = logits.clone()
-    logits[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")   # never predicted
+    logits[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
     return logits
 
 # %% ../notebooks/07_generation.ipynb #e8740442
-def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callable[[Tensor], Tensor],
-            use_cache: bool | type[DecodingState], ignore_eos: bool = False) -> Tensor:
-    """The loop shared by greedy decoding and sampling: `choose` maps logits (B, V) to tokens (B,)."""
-    steps = _check_common(model, src, max_new_tokens, use_cache)
-    c = model.config
-    model.eval()
-    next_logits = _start_decoding(model, src, use_cache, steps)
-    out = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)
-    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+def _decode(
+    model: Transformer,
+    src: Tensor,
+    max_new_tokens: int,
+    choose: Callable[[Tensor], Tensor],
+    use_cache: bool | type[DecodingState],
+    ignore_eos: bool = False,
+) -> Tensor:
+    """The loop of `greedy` and `sample`: `choose` maps logits (B, V) to tokens (B,)."""
+    steps = _check_common(model, max_new_tokens, use_cache)
+    c, B, dev = model.config, src.shape[0], src.device
+    state = _start_decoding(model, src, use_cache, steps)
+    out = torch.full((B, 1), c.bos_id, dtype=torch.long, device=dev)
+    finished = torch.zeros(B, dtype=torch.bool, device=dev)
     for _ in range(steps):
-        token = choose(_forbid_specials(next_logits(out), model)).masked_fill(finished, c.pad_id)  # (B,)
+        logits = _forbid_specials(state(out), model)
+        token = choose(logits).masked_fill(finished, c.pad_id)  # (B,)
         out = torch.cat([out, token[:, None]], dim=1)
         if not ignore_eos:
             finished |= token.eq(c.eos_id)
@@ -131,22 +153,32 @@ def _decode(model: Transformer, src: Tensor, max_new_tokens: int, choose: Callab
                 break
     return out
 
-
+# %% ../notebooks/07_generation.ipynb #b7d24e65
 @torch.no_grad()
-def greedy(model: Transformer, src: Tensor, max_new_tokens: int,
-           use_cache: bool | type[DecodingState] = True, ignore_eos: bool = False) -> Tensor:
-    """Batched greedy decoding: src (B, S) -> ids (B, 1 + n), BOS first, PAD after each row's EOS.
+def greedy(
+    model: Transformer,
+    src: Tensor,
+    max_new_tokens: int,
+    use_cache: bool | type[DecodingState] = True,
+    ignore_eos: bool = False,
+) -> Tensor:
+    """Batched greedy decoding: src (B, S) -> ids (B, 1 + n), BOS first, PAD after EOS.
 
-    `use_cache`: False (`NoCacheDecoding`), True (`CachedDecoding`, the growing cache), or a
-    `DecodingState` class such as chapter 7a's `PreallocatedDecoding` or `CompiledDecoding` (one
-    shape at every step; compiled: a CUDA graph on a GPU). The tokens are the same with each.
+    `use_cache`: False (`NoCacheDecoding`), True (`CachedDecoding`) or a `DecodingState`
+    class, e.g. `PreallocatedDecoding` of chapter 7a; the tokens are the same with each.
     """
-    return _decode(model, src, max_new_tokens, lambda logits: logits.argmax(-1), use_cache, ignore_eos)
+    return _decode(
+        model, src, max_new_tokens, lambda x: x.argmax(-1), use_cache, ignore_eos
+    )
 
 # %% ../notebooks/07_generation.ipynb #64644593
-def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
-                  top_p: float | None = None) -> Tensor:
-    """Logits (B, V) reshaped for sampling: divided by temperature, then top-k and top-p (nucleus) filtered."""
+def filter_logits(
+    logits: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> Tensor:
+    """Logits (B, V) for sampling: / temperature, then top-k and top-p (nucleus) cut."""
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if top_p is not None and not 0.0 < top_p <= 1.0:
@@ -154,73 +186,86 @@ def filter_logits(logits: Tensor, temperature: float = 1.0, top_k: int | None = 
     logits = logits / temperature
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
-        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]     # (B, 1)
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        drop = cumulative - sorted_logits.softmax(-1) >= top_p                      # mass before this token
+        probs = sorted_logits.softmax(-1)
+        drop = probs.cumsum(-1) - probs >= top_p  # mass before this token
         logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     return logits
 
-
+# %% ../notebooks/07_generation.ipynb #e2c94f08
 @torch.no_grad()
-def sample(model: Transformer, src: Tensor, max_new_tokens: int, temperature: float = 1.0,
-           top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
-           use_cache: bool | type[DecodingState] = True) -> Tensor:
-    """Batched sampling: src (B, S) -> ids (B, 1 + n); seeded by `generator` (drawn on its device).
-    `use_cache` as for `greedy`."""
-    filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)    # validate early
+def sample(
+    model: Transformer,
+    src: Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool | type[DecodingState] = True,
+) -> Tensor:
+    """Batched sampling: src (B, S) -> ids (B, 1 + n); seeded by `generator` (drawn on
+    its device); the knobs are checked first. `use_cache` as for `greedy`."""
+    filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)
 
     def draw(logits: Tensor) -> Tensor:
         probs = filter_logits(logits.float(), temperature, top_k, top_p).softmax(-1)
         where = generator.device if generator is not None else probs.device
-        return torch.multinomial(probs.to(where), 1, generator=generator).squeeze(1).to(src.device)
+        token = torch.multinomial(probs.to(where), 1, generator=generator)  # (B, 1)
+        return token.squeeze(1).to(src.device)
 
     return _decode(model, src, max_new_tokens, draw, use_cache)
 
 # %% ../notebooks/07_generation.ipynb #a7268ea5
 @torch.no_grad()
-def beam_search(model: Transformer, src: Tensor, beam_width: int, max_new_tokens: int,
-                length_penalty: float = 0.0, use_cache: bool | type[DecodingState] = True) -> Tensor:
-    """Batched beam search: src (B, S) -> the best beam per row, ids (B, 1 + n) (PAD after EOS).
-    `use_cache` as for `greedy`."""
-    steps = _check_common(model, src, max_new_tokens, use_cache)
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    beam_width: int,
+    max_new_tokens: int,
+    length_penalty: float = 0.0,
+    use_cache: bool | type[DecodingState] = True,
+) -> Tensor:
+    """Batched beam search: src (B, S) -> the best beam per row, ids (B, 1 + n) (PAD
+    after EOS). `use_cache` as for `greedy`."""
+    steps = _check_common(model, max_new_tokens, use_cache)
     W = check_positive_int(beam_width, "beam_width")
-    c, B = model.config, src.shape[0]
-    model.eval()
-    next_logits = _start_decoding(model, src, use_cache, steps, repeat=W)
-    out = torch.full((B * W, 1), c.bos_id, dtype=torch.long, device=src.device)       # (B*W, t)
-    scores = torch.full((B, W), float("-inf"), device=src.device)
-    scores[:, 0] = 0.0                                                                 # one live beam at first
-    finished = torch.zeros(B * W, dtype=torch.bool, device=src.device)
+    c, B, dev = model.config, src.shape[0], src.device
+    state = _start_decoding(model, src, use_cache, steps, repeat=W)
+    out = torch.full((B * W, 1), c.bos_id, dtype=torch.long, device=dev)  # (B*W, t)
+    scores = torch.full((B, W), float("-inf"), device=dev)
+    scores[:, 0] = 0.0  # one live beam at first
+    finished = torch.zeros(B * W, dtype=torch.bool, device=dev)
     for _ in range(steps):
-        logp = _forbid_specials(next_logits(out), model).float().log_softmax(-1)      # (B*W, V)
+        logp = _forbid_specials(state(out), model).float().log_softmax(-1)  # (B*W, V)
         logp[finished] = float("-inf")
-        logp[finished, c.pad_id] = 0.0                                                 # finished: carry, score kept
+        logp[finished, c.pad_id] = 0.0  # finished: carry, score kept
         V = logp.shape[-1]
-        candidates = (scores[:, :, None] + logp.view(B, W, V)).view(B, W * V)          # (B, W*V)
-        scores, index = candidates.topk(W, dim=-1)                                     # (B, W)
-        rows = (torch.arange(B, device=src.device)[:, None] * W + index // V).view(-1)  # parent beam of each
+        candidates = (scores[:, :, None] + logp.view(B, W, V)).view(B, W * V)
+        scores, index = candidates.topk(W, dim=-1)  # (B, W)
+        parents = (torch.arange(B, device=dev)[:, None] * W + index // V).view(-1)
         token = (index % V).view(-1)
-        next_logits.select(rows)
-        out = torch.cat([out.index_select(0, rows), token[:, None]], dim=1)
-        finished = finished.index_select(0, rows) | token.eq(c.eos_id)
+        state.select(parents)
+        out = torch.cat([out.index_select(0, parents), token[:, None]], dim=1)
+        finished = finished.index_select(0, parents) | token.eq(c.eos_id)
         if finished.all():
             break
-    lengths = (out[:, 1:] != c.pad_id).sum(-1).view(B, W).float()                     # tokens incl. EOS
-    best = (scores / ((5 + lengths) / 6) ** length_penalty).argmax(-1)                 # (B,)
-    return out.view(B, W, -1)[torch.arange(B, device=src.device), best]
+    lengths = (out[:, 1:] != c.pad_id).sum(-1).view(B, W).float()  # tokens incl. EOS
+    best = (scores / ((5 + lengths) / 6) ** length_penalty).argmax(-1)  # (B,)
+    return out.view(B, W, -1)[torch.arange(B, device=dev), best]
 
 # %% ../notebooks/07_generation.ipynb #c373fff7
 @contextmanager
 def recording_cross_attention(model: Transformer) -> Iterator[list[Tensor]]:
-    """Within the block, each cross-attention call of `model` also computes its weights, averaged
-    over heads, and appends them to the list it yields: one (B, T, S) per layer and call."""
+    """In the block, each cross-attention call of `model` appends its weights, averaged
+    over heads, to the list it yields: one (B, T, S) per layer and call."""
     captured: list[Tensor] = []
     layers = list(model.decoder.layers)
     for layer in layers:
-        layer.cross_attention_record = captured            # the layers append to it, in order
+        layer.cross_attention_record = captured  # the layers append to it, in order
     try:
         yield captured
     finally:
@@ -229,8 +274,11 @@ def recording_cross_attention(model: Transformer) -> Iterator[list[Tensor]]:
 
 
 @torch.no_grad()
-def cross_attention_weights(model: Transformer, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
-    """Head-averaged cross-attention weights of every decoder layer, each (B, T, S), for src (B, S), tgt_in (B, T)."""
+def cross_attention_weights(
+    model: Transformer, src: Tensor, tgt_in: Tensor
+) -> list[Tensor]:
+    """Head-averaged cross-attention weights of every decoder layer, each (B, T, S), for
+    src (B, S), tgt_in (B, T)."""
     was_training = model.training
     model.eval()
     try:

@@ -13,19 +13,19 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .data import Pair, batches, make_reversal_data
-from .dates import (TARGET_VOCAB, encode_pairs, make_date_pairs,
-                                   source_vocab)
-from .distributed import (CHECKPOINT_NAME, DistContext, ResumeError,
-                                         StopRequest, global_token_loss, rank_batches,
-                                         resume, settings_mismatch, write_checkpoint)
+from .dates import TARGET_VOCAB, encode_pairs, make_date_pairs
+from .dates import source_vocab
+from .distributed import CHECKPOINT_NAME, DistContext, ResumeError
+from .distributed import StopRequest, global_token_loss, rank_batches
+from .distributed import resume, settings_mismatch, write_checkpoint
 from .generation import greedy
 from .model import Transformer, TransformerConfig
 from .recipe import TrainingConfig, parameter_dtype
-from .training import (StepResult, evaluate, make_optimizer,
-                                      make_scheduler, run_steps)
+from .training import StepResult, evaluate, make_optimizer
+from .training import make_scheduler, run_steps
 from .utils import check_positive_int, seed_everything
 
 # %% auto #0
@@ -59,9 +59,11 @@ class TaskSpec:
 
     def vocab_sizes(self) -> tuple[int, int]:
         """(source, target) vocabulary sizes, known without drawing the data."""
-        return (20, 20) if self.name == "reversal" else (len(source_vocab()), len(TARGET_VOCAB))
+        if self.name == "reversal":
+            return 20, 20
+        return len(source_vocab()), len(TARGET_VOCAB)
 
-
+# %% ../notebooks/10a_job.ipynb #76a912f6
 @dataclass
 class Task:
     """A task's training and validation pairs."""
@@ -70,47 +72,49 @@ class Task:
     train: list[Pair]
     valid: list[Pair]
 
-
+# %% ../notebooks/10a_job.ipynb #61b3113d
 def make_task(spec: TaskSpec) -> Task:
     """The pairs of `spec`; validation pairs never occur in training."""
+    n, seed = spec.train_size, spec.data_seed
     if spec.name == "reversal":
-        pairs = make_reversal_data(spec.train_size + spec.valid_size, vocab_size=20,
-                                   seed=spec.data_seed)
-        valid, train = pairs[spec.train_size:], pairs[:spec.train_size]
+        pairs = make_reversal_data(n + spec.valid_size, vocab_size=20, seed=seed)
+        valid, train = pairs[n:], pairs[:n]
         held_out = {s for s, _ in valid}
         return Task(spec, [p for p in train if p[0] not in held_out], valid)
     src_vocab = source_vocab()
-    valid = make_date_pairs(spec.valid_size, seed=spec.data_seed + 1)
-    train = make_date_pairs(spec.train_size, seed=spec.data_seed,
-                            exclude={p.target for p in valid})
+    valid = make_date_pairs(spec.valid_size, seed=seed + 1)
+    train = make_date_pairs(n, seed=seed, exclude={p.target for p in valid})
     return Task(spec, encode_pairs(train, src_vocab), encode_pairs(valid, src_vocab))
 
-
-def model_config(task: TaskSpec, size: str = "tiny", d_model: int | None = None,
-                 heads: int | None = None, layers: int | None = None, ff: int | None = None,
-                 dropout: float = 0.0) -> TransformerConfig:
-    """The TransformerConfig of preset `size` for `task`, with any of the overrides given."""
+# %% ../notebooks/10a_job.ipynb #f5def0be
+def model_config(
+    task: TaskSpec,
+    size: str = "tiny",
+    d_model: int | None = None,
+    heads: int | None = None,
+    layers: int | None = None,
+    ff: int | None = None,
+    dropout: float = 0.0,
+) -> TransformerConfig:
+    """The TransformerConfig of preset `size` for `task`, with the overrides given."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {tuple(SIZES)}, got {size!r}")
-    preset, (src_vocab_size, tgt_vocab_size) = SIZES[size], task.vocab_sizes()
-    layers = preset["num_layers"] if layers is None else layers
-    return TransformerConfig(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                             d_model=preset["d_model"] if d_model is None else d_model,
-                             nhead=preset["nhead"] if heads is None else heads,
-                             num_encoder_layers=layers, num_decoder_layers=layers,
-                             dim_feedforward=preset["dim_feedforward"] if ff is None else ff,
-                             dropout=dropout, max_len=64)
+    given = dict(d_model=d_model, nhead=heads, num_layers=layers, dim_feedforward=ff)
+    shape = SIZES[size] | {k: v for k, v in given.items() if v is not None}  # a copy
+    layers = shape.pop("num_layers")
+    shape |= dict(num_encoder_layers=layers, num_decoder_layers=layers, dropout=dropout)
+    return TransformerConfig(*task.vocab_sizes(), **shape, max_len=64)
 
 # %% ../notebooks/10a_job.ipynb #82605e4c
 @dataclass(frozen=True)
 class RunOptions:
-    """How a job runs: its global batch, and where it writes (rank 0), logs and resumes."""
+    """How a job runs: its global batch, where it writes (rank 0), logs and resumes."""
 
-    global_batch_size: int = 64           # examples per step over all processes
-    out: Path | None = None               # the folder of checkpoint.pt and log.json
-    resume: bool = False                  # continue from out/checkpoint.pt
-    checkpoint_every: int = 0             # also checkpoint every this many steps (0: at the end)
-    log_every: int = 100                  # print the loss every this many steps
+    global_batch_size: int = 64  # examples per step over all processes
+    out: Path | None = None  # the folder of checkpoint.pt and log.json
+    resume: bool = False  # continue from out/checkpoint.pt
+    checkpoint_every: int = 0  # also checkpoint every this many steps (0: at the end)
+    log_every: int = 100  # print the loss every this many steps
 
     def __post_init__(self) -> None:
         check_positive_int(self.global_batch_size, "global_batch_size")
@@ -120,117 +124,127 @@ class RunOptions:
             if getattr(self, name) and self.out is None:
                 raise ValueError(f"{name} needs out, the folder of {CHECKPOINT_NAME}")
 
-
+# %% ../notebooks/10a_job.ipynb #e0d90612
 # recipe fields that do not change what a run computes: a resumed run may change them
 FREE_RECIPE_FIELDS = ("steps", "progress", "compile")
 
 
-def run_settings(task: TaskSpec, config: TransformerConfig, recipe: TrainingConfig,
-                 global_batch_size: int, world_size: int) -> dict:
-    """What a run computes from: the task, the model, the recipe but FREE_RECIPE_FIELDS, the
-    global batch and the world size, as 'task.name', 'model.d_model', ... -> value."""
-    parts = {"task": asdict(task), "model": config.to_dict(),
-             "recipe": {k: v for k, v in asdict(recipe).items() if k not in FREE_RECIPE_FIELDS}}
-    flat = {f"{part}.{k}": v for part, fields in parts.items() for k, v in fields.items()}
+def run_settings(
+    task: TaskSpec,
+    config: TransformerConfig,
+    recipe: TrainingConfig,
+    global_batch_size: int,
+    world_size: int,
+) -> dict:
+    """What a run computes from: the task, the model, the recipe but FREE_RECIPE_FIELDS,
+    the global batch and the world size, as {'task.name': value, ...}."""
+    kept = {k: v for k, v in asdict(recipe).items() if k not in FREE_RECIPE_FIELDS}
+    parts = {"task": asdict(task), "model": config.to_dict(), "recipe": kept}
+    flat = {f"{p}.{k}": v for p, fields in parts.items() for k, v in fields.items()}
     return flat | {"global_batch_size": global_batch_size, "world_size": world_size}
 
-
 # %% ../notebooks/10a_job.ipynb #38c3b83e
-def train_distributed(task: TaskSpec, config: TransformerConfig, recipe: TrainingConfig,
-                      run: RunOptions, ctx: DistContext) -> dict:
-    """Train `config`'s model on `task` with `recipe` on this rank: `run_steps` with the global
-    token loss. Rank 0 prints, writes out/checkpoint.pt every `run.checkpoint_every` steps, at
-    the end and on SIGTERM or Ctrl-C, evaluates at the end and writes out/log.json.
+def train_distributed(
+    task: TaskSpec,
+    config: TransformerConfig,
+    recipe: TrainingConfig,
+    run: RunOptions,
+    ctx: DistContext,
+) -> dict:
+    """Train `config`'s model on `task` with `recipe` on this rank (`run_steps`, global
+    token loss). Rank 0 prints, writes out/checkpoint.pt every `run.checkpoint_every`
+    steps, at the end and on SIGTERM or Ctrl-C, evaluates and writes out/log.json.
 
     Args:
-        task, config, recipe, run: what to learn, the model, the training recipe and how to run
-            (`cli.parse_args` makes all four from a command line).
+        task, config, recipe, run: what to learn, the model, the training recipe and how
+            to run (`cli.parse_args` makes all four from a command line).
         ctx: this process's place in the job (`setup_distributed`).
 
     Returns:
-        The log: the loss, gradient norm and lr of every step, the model config, `stopped_by`
-        (the signal, or 0) and, after a full run, rank 0's validation loss and exact match.
+        The log: each step's loss, gradient norm and lr, the model config, `stopped_by`
+        (signal or 0) and, after a full run, rank 0's validation loss and exact match.
     """
     return _train(task, config, recipe, run, ctx, restore=("rng", "data"))
 
-
-def _train(task: TaskSpec, config: TransformerConfig, recipe: TrainingConfig, run: RunOptions,
-           ctx: DistContext, restore: tuple[str, ...]) -> dict:
-    """`train_distributed`; a resumed run puts back what `restore` names besides the weights,
-    optimizer and scheduler: the generators ('rng'), the data order ('data'). (Chapter 10b
-    leaves one out to show why both are needed.)"""
-    if (config.src_vocab_size, config.tgt_vocab_size) != task.vocab_sizes():
-        raise ValueError(f"config has vocabularies of {config.src_vocab_size} and "
-                         f"{config.tgt_vocab_size} ids, task {task.name!r} needs {task.vocab_sizes()}")
+# %% ../notebooks/10a_job.ipynb #ff2f6a54
+def _train(task, config, recipe, run, ctx, restore: tuple[str, ...]) -> dict:
+    """`train_distributed`, where a resumed run also restores what `restore` names: the
+    generators ('rng'), the data order ('data'). (10b leaves one out to show why.)"""
+    src, tgt = config.src_vocab_size, config.tgt_vocab_size
+    if (src, tgt) != task.vocab_sizes():
+        need = f"task {task.name!r} needs {task.vocab_sizes()}"
+        raise ValueError(f"config has vocabularies of {src} and {tgt} ids, {need}")
     data = make_task(task)
-    _ = seed_everything(recipe.seed)                    # the same initial weights on every rank
+    _ = seed_everything(recipe.seed)  # the same initial weights on every rank
     model = Transformer(config).to(ctx.device, parameter_dtype(recipe.precision))
-    torch.manual_seed(recipe.seed + ctx.rank)           # dropout: different masks on each rank
-    wrapped = model
-    if dist.is_initialized():
-        ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-        wrapped = DistributedDataParallel(model, device_ids=ids)
-    optimizer = make_optimizer(model, recipe)
-    scheduler = make_scheduler(optimizer, recipe)
+    torch.manual_seed(recipe.seed + ctx.rank)  # dropout: different masks on each rank
+    ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    wrapped = DDP(model, device_ids=ids) if dist.is_initialized() else model
+    opt = make_optimizer(model, recipe)
+    sched = make_scheduler(opt, recipe)
     batch, world, out = run.global_batch_size, ctx.world_size, run.out and Path(run.out)
     settings = run_settings(task, config, recipe, batch, world)
-    losses, grad_norms, lrs = [], [], []
+    hist = {"loss": [], "grad_norm": [], "lr": []}  # of every step
     if run.resume:
-        saved = resume(out, settings, model, optimizer, scheduler, ctx,
-                       restore_rng="rng" in restore)
-        losses, grad_norms, lrs = saved["loss"], saved["grad_norm"], saved["lr"]
+        saved = resume(out, settings, model, opt, sched, ctx, "rng" in restore)
+        hist = {k: saved[k] for k in hist}
     if ctx.is_main and out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        for stale in out.glob(f".{CHECKPOINT_NAME}.tmp-*"):  # left by a process killed mid-write
+        for stale in out.glob(f".{CHECKPOINT_NAME}.tmp-*"):  # from a killed write
             stale.unlink()
-    say = print if ctx.is_main else (lambda *a, **k: None)
-    say(f"{task.name}: {len(data.train):,} training pairs, {model.num_parameters():,} parameters; "
-        f"{world} process(es) on {ctx.device.type}, global batch {batch} = {world} x "
-        f"{batch // world}, {recipe.precision}"
-        + (f"; resumed after step {len(losses)}" if run.resume else ""), flush=True)
-    done, stopped, start = len(losses), 0, time.perf_counter()
-    epoch, used = divmod(done, len(data.train) // batch) if "data" in restore else (0, 0)
+    say = partial(print, flush=True) if ctx.is_main else (lambda *a, **k: None)
+    say(
+        f"{task.name}: {len(data.train):,} training pairs, {model.num_parameters():,} "
+        f"parameters; {world} process(es) on {ctx.device.type}, global batch {batch} = "
+        f"{world} x {batch // world}, {recipe.precision}"
+        + (f"; resumed after step {len(hist['loss'])}" if run.resume else "")
+    )
+    done, stopped, start = len(hist["loss"]), 0, time.perf_counter()
+    resume_at = {"step": done, "epoch": 0, "skip": 0}  # where run_steps starts
+    if "data" in restore:  # the same data order: the epoch and its batches done
+        resume_at["epoch"], resume_at["skip"] = divmod(done, len(data.train) // batch)
+    about = {"task": task.name, "world_size": world, "global_batch_size": batch}
+    meta = about | {"settings": settings}  # in every checkpoint
 
-    def after_step(result: StepResult) -> bool:
-        """Record and print the step, agree on a stop request, write checkpoints; True stops."""
+    def on_step(r: StepResult) -> bool:
+        """Record, print and checkpoint the step; agree on stopping (True: stop)."""
         nonlocal stopped
-        losses.append(result.loss)
-        grad_norms.append(result.grad_norm)
-        lrs.append(result.lr)
-        if result.step % run.log_every == 0 or result.step == recipe.steps:
-            say(f"step {result.step:>6}  loss {result.loss:.4f}  lr {result.lr:.2e}  "
-                f"{time.perf_counter() - start:.1f} s", flush=True)
+        for k, values in hist.items():
+            values.append(getattr(r, k))
+        if r.step % run.log_every == 0 or r.step == recipe.steps:
+            took = time.perf_counter() - start
+            say(f"step {r.step:>6}  loss {r.loss:.4f}  lr {r.lr:.2e}  {took:.1f} s")
         stopped = stop.requested(ctx.device)
-        periodic = run.checkpoint_every and result.step % run.checkpoint_every == 0
-        if out is not None and (periodic or stopped or result.step == recipe.steps):
-            write_checkpoint(out, model, optimizer, scheduler, ctx, task=task.name,
-                             step=result.step, world_size=world, global_batch_size=batch,
-                             settings=settings, loss=list(losses), grad_norm=list(grad_norms),
-                             lr=list(lrs))
+        periodic = run.checkpoint_every and r.step % run.checkpoint_every == 0
+        if out is not None and (periodic or stopped or r.step == recipe.steps):
+            state = {"step": r.step} | {k: list(v) for k, v in hist.items()}
+            write_checkpoint(out, model, opt, sched, ctx, **meta, **state)
         return bool(stopped)
 
-    shards = partial(rank_batches, data.train, batch, ctx.rank, world,
-                     recipe.seed)                               # shards(epoch): this rank's part
-    loss_fn = partial(global_token_loss, pad_id=config.pad_id,
-                      label_smoothing=recipe.label_smoothing, world_size=world)
+    # shards(epoch): this rank's part
+    shards = partial(rank_batches, data.train, batch, ctx.rank, world, recipe.seed)
+    loss_fn = partial(
+        global_token_loss,
+        pad_id=config.pad_id,
+        label_smoothing=recipe.label_smoothing,
+        world_size=world,
+    )
     with StopRequest() as stop:
-        step = run_steps(wrapped, optimizer, scheduler, shards, recipe, after_step,
-                         loss_fn=loss_fn, step=done, epoch=epoch, skip=used)
-    log = {"task": task.name, "world_size": world, "global_batch_size": batch, "steps": step,
-           "seed": recipe.seed, "precision": recipe.precision, "loss": losses,
-           "grad_norm": grad_norms, "lr": lrs, "seconds": time.perf_counter() - start,
-           "config": config.to_dict(), "stopped_by": stopped}
+        step = run_steps(
+            wrapped, opt, sched, shards, recipe, on_step, loss_fn=loss_fn, **resume_at
+        )
+    log = about | {"steps": step, "seed": recipe.seed, "precision": recipe.precision}
+    log |= hist | {"seconds": time.perf_counter() - start, "config": config.to_dict()}
+    log["stopped_by"] = stopped
     if stopped:
-        say(f"stopped by signal {stopped} after step {step}"
-            + (f"; {out / CHECKPOINT_NAME} holds it: continue with --resume" if out else ""),
-            flush=True)
+        hint = out and f"; {out / CHECKPOINT_NAME} holds it: continue with --resume"
+        say(f"stopped by signal {stopped} after step {step}{hint or ''}")
         return log
-    if ctx.is_main:                       # the plain model: the DDP wrapper needs every rank
-        result = evaluate(model, batches(data.valid, 500), config.pad_id, decode=greedy)
-        log.update(valid_loss=result["loss"], valid_exact_match=result["exact_match"])
-        say(f"validation loss {log['valid_loss']:.4f}, "
-            f"exact match {log['valid_exact_match']:.1%}", flush=True)
+    if ctx.is_main:  # the plain model: the DDP wrapper needs every rank
+        val = evaluate(model, batches(data.valid, 500), config.pad_id, decode=greedy)
+        log.update(valid_loss=val["loss"], valid_exact_match=val["exact_match"])
+        say(f"validation loss {val['loss']:.4f}, exact match {val['exact_match']:.1%}")
         if out is not None:
             (out / "log.json").write_text(json.dumps(log, indent=1))
-            say(f"wrote {out / CHECKPOINT_NAME} and {out / 'log.json'}", flush=True)
+            say(f"wrote {out / CHECKPOINT_NAME} and {out / 'log.json'}")
     return log

@@ -19,11 +19,15 @@ from .model import TransformerConfig
 __all__ = ['saved_tensor_bytes', 'attention_matrix_bytes', 'activation_bytes', 'peak_memory', 'kv_cache_bytes']
 
 # %% ../notebooks/08a_memory.ipynb #5a29874b
-def saved_tensor_bytes(fn: Callable[[], object], exclude: Iterable[torch.Tensor] = ()) -> int:
-    """Bytes of the distinct storages that autograd saves for backward while `fn()` runs.
+def saved_tensor_bytes(
+    fn: Callable[[], object], exclude: Iterable[torch.Tensor] = ()
+) -> int:
+    """Bytes of the distinct storages that autograd saves for backward while `fn()`
+    runs.
 
     Args:
-        fn: the forward computation, e.g. `lambda: model(src, tgt_in)`, run with gradients enabled.
+        fn: the forward computation, e.g. `lambda: model(src, tgt_in)`, run with
+            gradients enabled.
         exclude: tensors whose storages are not counted, e.g. `model.parameters()`.
     """
     skip = {t.untyped_storage().data_ptr() for t in exclude}
@@ -32,7 +36,9 @@ def saved_tensor_bytes(fn: Callable[[], object], exclude: Iterable[torch.Tensor]
     def pack(tensor: torch.Tensor) -> torch.Tensor:
         storage = tensor.untyped_storage()
         if storage.data_ptr() not in skip:
-            sizes[storage.data_ptr()] = max(sizes.get(storage.data_ptr(), 0), storage.nbytes())
+            sizes[storage.data_ptr()] = max(
+                sizes.get(storage.data_ptr(), 0), storage.nbytes()
+            )
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
@@ -40,53 +46,89 @@ def saved_tensor_bytes(fn: Callable[[], object], exclude: Iterable[torch.Tensor]
     return sum(sizes.values())
 
 # %% ../notebooks/08a_memory.ipynb #a3a9d0c6
-def attention_matrix_bytes(batch: int, nhead: int, q_len: int, k_len: int, bytes_per_element: int = 4) -> int:
+def attention_matrix_bytes(
+    batch: int, nhead: int, q_len: int, k_len: int, bytes_per_element: int = 4
+) -> int:
     """Bytes of one explicit attention matrix, of `bytes_per_element` bytes per element.
 
     Shapes:
         the matrix (B, H, Lq, Lk) = (batch, nhead, q_len, k_len).
     """
-    B, H, Lq, Lk, e = check_lengths(batch=batch, nhead=nhead, q_len=q_len, k_len=k_len,
-                                    bytes_per_element=bytes_per_element)
+    B, H, Lq, Lk, e = check_lengths(
+        batch=batch,
+        nhead=nhead,
+        q_len=q_len,
+        k_len=k_len,
+        bytes_per_element=bytes_per_element,
+    )
     return B * H * Lq * Lk * e
 
+# %% ../notebooks/08a_memory.ipynb #c8aacts1
+def activation_bytes(
+    config: TransformerConfig,
+    batch: int,
+    src_len: int,
+    tgt_len: int,
+    bytes_per_element: int = 4,
+) -> dict[str, int]:
+    """Bytes that a training forward pass of `Transformer(config)` saves for backward,
+    per part.
 
-def activation_bytes(config: TransformerConfig, batch: int, src_len: int, tgt_len: int,
-                     bytes_per_element: int = 4) -> dict[str, int]:
-    """Bytes that a training forward pass of `Transformer(config)` saves for backward, per part.
-
-    For this library's written-out attention with dropout off (dropout adds its masks), on a
-    batch with PAD in both src and tgt_in: attention then applies its masks (padding and
-    causal). A batch without PAD saves less: `Transformer` drops the masks it does not need.
-    The `*attention_matrices` entries are the quadratic terms: two (B, H, Lq, Lk) matrices per
-    attention (softmax output, masked weights).
+    For this library's written-out attention with dropout off (dropout adds its masks),
+    on a batch with PAD in both src and tgt_in: attention then applies its masks
+    (padding and causal). A batch without PAD saves less: `Transformer` drops the masks
+    it does not need. The `*attention_matrices` entries are the quadratic terms: two
+    (B, H, Lq, Lk) matrices per attention (softmax output, masked weights).
 
     Args:
-        bytes_per_element: of the floating-point activations (4: float32); ids are int64, masks bool.
+        bytes_per_element: of the floating-point activations (4: float32); ids are
+            int64, masks bool.
 
     Shapes:
         src (B, S) = (batch, src_len), tgt_in (B, T) = (batch, tgt_len).
     """
     c = check_config(config)
-    B, S, T, e = check_lengths(batch=batch, src_len=src_len, tgt_len=tgt_len, bytes_per_element=bytes_per_element)
-    d, f, H, n_enc, n_dec = c.d_model, c.dim_feedforward, c.nhead, c.num_encoder_layers, c.num_decoder_layers
+    B, S, T, e = check_lengths(
+        batch=batch,
+        src_len=src_len,
+        tgt_len=tgt_len,
+        bytes_per_element=bytes_per_element,
+    )
+    d, f, H, n_enc, n_dec = (
+        c.d_model,
+        c.dim_feedforward,
+        c.nhead,
+        c.num_encoder_layers,
+        c.num_decoder_layers,
+    )
     final_norms = (3 * B * S * d + B * S + 3 * B * T * d + B * T) if c.norm_first else 0
     return {
-        "token_ids": 8 * B * (S + T),                                                # int64
+        # int64
+        "token_ids": 8 * B * (S + T),
         "encoder.linear": n_enc * (12 * B * S * d + B * S * f + 2 * B * S) * e,
         "encoder.attention_matrices": n_enc * 2 * attention_matrix_bytes(B, H, S, S, e),
-        "memory": B * S * d * e,                                                     # read by every cross-attention
-        "decoder.linear": n_dec * (18 * B * T * d + 2 * B * S * d + B * T * f + 3 * B * T) * e,
-        "decoder.self_attention_matrices": n_dec * 2 * attention_matrix_bytes(B, H, T, T, e),
-        "decoder.cross_attention_matrices": n_dec * 2 * attention_matrix_bytes(B, H, T, S, e),
-        "final_norms_and_output": final_norms * e + B * T * d * e,                   # + the output projection's input
-        "masks": n_enc * B + n_dec * (B * T + B),                                    # bool, one per attention
+        # read by every cross-attention
+        "memory": B * S * d * e,
+        "decoder.linear": (
+            n_dec * (18 * B * T * d + 2 * B * S * d + B * T * f + 3 * B * T) * e
+        ),
+        "decoder.self_attention_matrices": (
+            n_dec * 2 * attention_matrix_bytes(B, H, T, T, e)
+        ),
+        "decoder.cross_attention_matrices": (
+            n_dec * 2 * attention_matrix_bytes(B, H, T, S, e)
+        ),
+        # + the output projection's input
+        "final_norms_and_output": final_norms * e + B * T * d * e,
+        # bool, one per attention
+        "masks": n_enc * B + n_dec * (B * T + B),
     }
 
 # %% ../notebooks/08a_memory.ipynb #d8cc1664
 @contextlib.contextmanager
 def _quiet_stderr():
-    """Silence file descriptor 2 (some profiler builds log start/stop lines there from C++)."""
+    """Silence file descriptor 2 (some profiler builds log start/stop lines there from
+    C++)."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
@@ -99,14 +141,19 @@ def _quiet_stderr():
 
 
 def _cpu_peak_bytes(fn: Callable[[], object]) -> int:
-    """Peak bytes allocated by PyTorch's CPU allocator during fn(), above what was allocated before."""
+    """Peak bytes allocated by PyTorch's CPU allocator during fn(), above what was
+    allocated before."""
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with (
+        _quiet_stderr(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
         fn()
     events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:                                                 # every allocation (+) and free (-) event
+    # every allocation (+) and free (-) event
+    while stack:
         node = stack.pop()
         stack.extend(node.children)
         if node.tag == _EventType.Allocation:
@@ -117,15 +164,16 @@ def _cpu_peak_bytes(fn: Callable[[], object]) -> int:
         peak = max(peak, current)
     return peak
 
-
+# %% ../notebooks/08a_memory.ipynb #c8apeak1
 def peak_memory(fn: Callable[[], object], device: torch.device | str) -> int:
-    """Peak bytes of tensor memory allocated on `device` while `fn()` runs, above what was allocated before.
+    """Peak bytes of tensor memory allocated on `device` while `fn()` runs, above what
+    was allocated before.
 
     Args:
         fn: the call to measure.
         device: 'cpu' or 'cuda'. CUDA: the caching allocator's high-water mark
-            (`torch.cuda.max_memory_allocated`). CPU: the allocation and free events that the PyTorch
-            profiler records (`profile_memory=True`).
+            (`torch.cuda.max_memory_allocated`). CPU: the allocation and free events
+            that the PyTorch profiler records (`profile_memory=True`).
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -140,18 +188,32 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str) -> int:
     raise ValueError(f"device must be 'cpu' or 'cuda', got {device.type!r}")
 
 # %% ../notebooks/08a_memory.ipynb #3e321729
-def kv_cache_bytes(config: TransformerConfig, batch: int, src_len: int, generated: int,
-                   bytes_per_element: int = 4) -> dict[str, int]:
-    """Bytes of the decoder's key/value cache after `generated` positions: "self" and "cross".
+def kv_cache_bytes(
+    config: TransformerConfig,
+    batch: int,
+    src_len: int,
+    generated: int,
+    bytes_per_element: int = 4,
+) -> dict[str, int]:
+    """Bytes of the decoder's key/value cache after `generated` positions: "self" and
+    "cross".
 
-    self: 2 (K and V) x layers x batch x generated x d_model, growing by one position per step;
-    cross: 2 x layers x batch x src_len x d_model, computed once from the memory.
+    self: 2 (K and V) x layers x batch x generated x d_model, growing by one position
+    per step; cross: 2 x layers x batch x src_len x d_model, computed once from the
+    memory.
 
     Shapes:
         per decoder layer, self-attention K and V (B, H, t, d_k) with t = generated, and
         cross-attention K and V (B, H, S, d_k) with S = src_len; H d_k = d_model.
     """
     c = check_config(config)
-    B, S, t, e = check_lengths(batch=batch, src_len=src_len, generated=generated, bytes_per_element=bytes_per_element)
-    return {"self": 2 * c.num_decoder_layers * B * t * c.d_model * e,
-            "cross": 2 * c.num_decoder_layers * B * S * c.d_model * e}
+    B, S, t, e = check_lengths(
+        batch=batch,
+        src_len=src_len,
+        generated=generated,
+        bytes_per_element=bytes_per_element,
+    )
+    return {
+        "self": 2 * c.num_decoder_layers * B * t * c.d_model * e,
+        "cross": 2 * c.num_decoder_layers * B * S * c.d_model * e,
+    }

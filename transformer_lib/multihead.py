@@ -18,15 +18,13 @@ from .utils import check_positive_int, check_probability, check_shape
 __all__ = ['MultiHeadAttention', 'KVCache']
 
 # %% ../notebooks/02a_multihead.ipynb #a1c0de02
-def _merge_masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, B: int, H: int, Lq: int,
-                 Lk: int, dtype: torch.dtype) -> Tensor | None:
-    """key_padding_mask (B, Lk) and attn_mask (Lq, Lk) or (B*H, Lq, Lk) as one mask broadcastable
-    to (B, H, Lq, Lk): bool if both are bool, else additive."""
-    parts = []
-    if key_padding_mask is not None:
-        parts.append(key_padding_mask.view(B, 1, 1, Lk))                       # (B, 1, 1, Lk)
-    if attn_mask is not None:
-        parts.append(attn_mask if attn_mask.dim() == 2 else attn_mask.view(B, H, Lq, Lk))
+def _merge_masks(kpm: Tensor | None, am: Tensor | None, shape, dtype) -> Tensor | None:
+    """key_padding_mask `kpm` (B, Lk) and attn_mask `am` (Lq, Lk) or (B*H, Lq, Lk) as
+    one mask to broadcast to `shape` (B, H, Lq, Lk): bool if both are, else additive."""
+    kpm = None if kpm is None else kpm.view(shape[0], 1, 1, shape[3])  # (B, 1, 1, Lk)
+    if am is not None and am.dim() != 2:
+        am = am.view(shape)  # (B*H, Lq, Lk) -> (B, H, Lq, Lk)
+    parts = [mask for mask in (kpm, am) if mask is not None]
     if not parts:
         return None
     if all(p.dtype == torch.bool for p in parts):
@@ -34,52 +32,52 @@ def _merge_masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, B: i
     merged = to_additive_mask(parts[0], dtype)
     return merged if len(parts) == 1 else merged + to_additive_mask(parts[1], dtype)
 
-
-def _check_masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, B: int, H: int,
-                 Lq: int, Lk: int) -> None:
-    if key_padding_mask is not None:
-        check_mask_dtype(key_padding_mask, "key_padding_mask")
-        check_shape(key_padding_mask, (B, Lk), "key_padding_mask")
-    if attn_mask is not None:
-        check_mask_dtype(attn_mask, "attn_mask")
-        if tuple(attn_mask.shape) not in ((Lq, Lk), (B * H, Lq, Lk)):
-            raise ValueError(f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}] or [B*nhead, Lq, Lk]"
-                             f" = [{B * H}, {Lq}, {Lk}], got {list(attn_mask.shape)}")
-
 # %% ../notebooks/02a_multihead.ipynb #5f7f5efe
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, batch-first, with the interface of `nn.MultiheadAttention`.
 
     Args:
-        d_model: model width d, divisible by `nhead`; nhead: heads H, each of width d_k = d / H.
-        dropout: dropout on the attention weights, in [0, 1); bias: whether the projections have biases.
+        d_model: model width d, divisible by `nhead`.
+        nhead: heads H, each of width d_k = d / H.
+        dropout: dropout on the attention weights, in [0, 1).
+        bias: whether the projections have biases.
 
-    Set `fused = False` to force the written-out path even when no weights are requested.
+    `fused = False` forces the written-out path even when no weights are requested.
     """
 
-    def __init__(self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True,
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__()
-        d_model, nhead = check_positive_int(d_model, "d_model"), check_positive_int(nhead, "nhead")
+        d = d_model = check_positive_int(d_model, "d_model")
+        nhead = check_positive_int(nhead, "nhead")
         if d_model % nhead:
-            raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and "
-                             f"nhead={nhead} (remainder {d_model % nhead}); expected e.g. nhead in "
-                             f"{[h for h in range(1, min(d_model, 16) + 1) if d_model % h == 0]}")
+            raise ValueError(
+                f"d_model must be divisible by nhead, got d_model={d_model} and "
+                f"nhead={nhead} (remainder {d_model % nhead}); expected e.g. nhead in "
+                f"{[h for h in range(1, min(d_model, 16) + 1) if d_model % h == 0]}"
+            )
         if not isinstance(bias, bool):
             raise TypeError(f"bias must be a bool, got {type(bias).__name__} {bias!r}")
         self.d_model, self.nhead, self.d_k = d_model, nhead, d_model // nhead
         self.dropout = check_probability(dropout, "dropout")
         self.fused = True
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
-        factory = {"device": device, "dtype": dtype}
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias, **factory)    # W^Q = [W_1^Q ... W_H^Q]
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias, **factory)    # W^K
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias, **factory)    # W^V
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias, **factory)  # W^O
+        self.validate_inputs = True  # False inside a model, which checks them once
+        factory = {"bias": bias, "device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(d, d, **factory)  # W^Q = [W_1^Q ... W_H^Q]
+        self.k_proj = nn.Linear(d, d, **factory)  # W^K
+        self.v_proj = nn.Linear(d, d, **factory)  # W^V
+        self.out_proj = nn.Linear(d, d, **factory)  # W^O
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        # as nn.MultiheadAttention: Xavier-uniform on the stacked (3d, d) in-projection, zero biases
+        # as nn.MultiheadAttention: Xavier-uniform on the stacked (3d, d) in-projection
         bound = math.sqrt(6.0 / (self.d_model + 3 * self.d_model))
         for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
             if proj is not self.out_proj:
@@ -88,90 +86,126 @@ class MultiHeadAttention(nn.Module):
                 nn.init.zeros_(proj.bias)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, nhead={self.nhead}, dropout={self.dropout}, fused={self.fused}"
+        names = ("d_model", "nhead", "dropout", "fused")
+        return ", ".join(f"{name}={getattr(self, name)}" for name in names)
 
     def split_heads(self, x: Tensor) -> Tensor:
         """(B, L, d) -> (B, H, L, d_k): head h is the h-th block of d_k features."""
         B, L, _ = x.shape
-        return x.view(B, L, self.nhead, self.d_k).transpose(1, 2)  # (B, L, d) -> (B, H, L, d_k)
+        return x.view(B, L, self.nhead, self.d_k).transpose(1, 2)
 
     def project_keys_values(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """K W^K and V W^V, split into heads: (B, L, d) each -> (B, H, L, d_k) each. For
         cross-attention: the memory's keys and values, which a decoder computes once."""
         return self.split_heads(self.k_proj(key)), self.split_heads(self.v_proj(value))
 
-    def check_inputs(self, query: Tensor, key: Tensor | None, value: Tensor | None,
-                     key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-                     cache: KVCache | None = None, is_causal: bool = False) -> None:
-        """The checks of `forward`'s arguments (clear errors), run at its entry while
-        `validate_inputs` is True: a layer inside a model leaves them to the model."""
+    def check_inputs(
+        self,
+        query: Tensor,
+        key: Tensor | None,
+        value: Tensor | None,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        is_causal: bool = False,
+    ) -> None:
+        """`forward`'s argument checks (clear errors), run while `validate_inputs`."""
         B, Lq, d = check_shape(query, (None, None, self.d_model), "query").shape
         if cache is not None and cache.static and cache.key is not None:
-            Lk = cache.key.shape[2]                                  # the memory, projected already
+            Lk = cache.key.shape[2]  # the memory, projected already
         else:
             check_shape(value, check_shape(key, (B, None, d), "key").shape, "value")
             Lk = key.shape[1] if cache is None else cache.keys_after(key.shape[1])
-        _check_masks(key_padding_mask, attn_mask, B, self.nhead, Lq, Lk)
+        if key_padding_mask is not None:
+            check_mask_dtype(key_padding_mask, "key_padding_mask")
+            check_shape(key_padding_mask, (B, Lk), "key_padding_mask")
+        if attn_mask is not None:
+            check_mask_dtype(attn_mask, "attn_mask")
+            if tuple(attn_mask.shape) not in ((Lq, Lk), (B * self.nhead, Lq, Lk)):
+                raise ValueError(
+                    f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}] or "
+                    f"[B*nhead, Lq, Lk] = [{B * self.nhead}, {Lq}, {Lk}], "
+                    f"got {list(attn_mask.shape)}"
+                )
         if is_causal and attn_mask is not None:
-            raise ValueError("give the causal mask either as attn_mask or as is_causal=True, not both")
+            raise ValueError(
+                "give the causal mask either as attn_mask or as is_causal=True, "
+                "not both"
+            )
 
-    def forward(self, query: Tensor, key: Tensor | None, value: Tensor | None,
-                key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-                need_weights: bool = False, average_attn_weights: bool = True,
-                cache: KVCache | None = None, is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None,
+        value: Tensor | None,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        need_weights: bool = False,
+        average_attn_weights: bool = True,
+        cache: KVCache | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         """Attend from `query` to `key` / `value`: Concat(O_1, ..., O_H) W^O.
 
         Args:
-            key_padding_mask, attn_mask: bool (True = may not attend) or floating (added).
-            need_weights: also return the weights (written-out path); default False, unlike PyTorch.
+            key_padding_mask, attn_mask: bool (True = may not attend) or float (added).
+            need_weights: also return the weights; unlike PyTorch, False by default.
             average_attn_weights: average the weights over heads.
-            cache: a cache the keys and values go through, updated in place (`KVCache`, or
-                chapter 7a's preallocated one): self-attention adds the new ones; a static
-                (cross-attention) cache projects `key`/`value` at its first call, then reads
-                them back (`key`, `value` may then be None).
-            is_causal: the causal mask as a flag, not a tensor (Lq = Lk, `attn_mask` None), so
-                that SDPA may pick a flash kernel.
+            cache: a `KVCache` (or preallocated one), updated in place: self-attention
+                appends; a static (cross-attention) one projects `key`/`value` once,
+                then reads them back (`key`, `value` may then be None).
+            is_causal: the causal mask as a flag, not a tensor (Lq = Lk, `attn_mask`
+                None), so that SDPA may pick a flash kernel.
 
         Shapes:
-            query (B, Lq, d), key and value (B, Ln, d), key_padding_mask (B, Lk), attn_mask (Lq, Lk)
-            or (B*H, Lq, Lk) -> output (B, Lq, d), weights (B, Lq, Lk) or (B, H, Lq, Lk) or None;
-            Lk = Ln, or what the cache holds after this call.
+            query (B, Lq, d), key and value (B, Ln, d), key_padding_mask (B, Lk),
+            attn_mask (Lq, Lk) or (B*H, Lq, Lk) -> output (B, Lq, d), weights
+            (B, [H,] Lq, Lk) or None; Lk = Ln, or what the cache holds after the call.
         """
         if self.validate_inputs:
-            self.check_inputs(query, key, value, key_padding_mask, attn_mask, cache, is_causal)
+            self.check_inputs(
+                query, key, value, key_padding_mask, attn_mask, cache, is_causal
+            )
         B, Lq, d = query.shape
-        q = self.split_heads(self.q_proj(query))                                    # (B, H, Lq, d_k)
+        q = self.split_heads(self.q_proj(query))  # (B, H, Lq, d_k)
         if cache is not None and cache.static and cache.key is not None:
-            k, v = cache.key, cache.value                                           # projected once
+            k, v = cache.key, cache.value  # projected once
         else:
-            k, v = self.project_keys_values(key, value)                             # (B, H, Ln, d_k)
-            k, v = (k, v) if cache is None else cache.update(k, v)                  # (B, H, Lk, d_k)
-        mask = _merge_masks(key_padding_mask, attn_mask, B, self.nhead, Lq, k.shape[2],
-                            query.dtype)                                            # (B|1, H|1, Lq|1, Lk)
-        heads, weights = _attention(q, k, v, mask, dropout_p=self.dropout if self.training else 0.0,
-                                    fused=self.fused and not need_weights,
-                                    is_causal=is_causal)                            # (B, H, Lq, d_k)
-        output = self.out_proj(heads.transpose(1, 2).reshape(B, Lq, d))             # (B, Lq, d)
-        if not need_weights:
-            return output, None
-        return output, weights.mean(dim=1) if average_attn_weights else weights      # (B, [H,] Lq, Lk)
+            k, v = self.project_keys_values(key, value)  # (B, H, Ln, d_k)
+            k, v = (k, v) if cache is None else cache.update(k, v)  # (B, H, Lk, d_k)
+        shape = (B, self.nhead, Lq, k.shape[2])  # of the scores: (B, H, Lq, Lk)
+        mask = _merge_masks(key_padding_mask, attn_mask, shape, query.dtype)
+        p = self.dropout if self.training else 0.0
+        fused = self.fused and not need_weights
+        heads, w = _attention(q, k, v, mask, p, fused, is_causal)  # (B, H, Lq, d_k)
+        output = self.out_proj(heads.transpose(1, 2).reshape(B, Lq, d))  # (B, Lq, d)
+        if need_weights and average_attn_weights:
+            w = w.mean(dim=1)  # (B, H, Lq, Lk) -> (B, Lq, Lk)
+        return output, w if need_weights else None
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
-        """A copy of `module` (kdim == vdim == embed_dim, no `add_bias_kv`/`add_zero_attn`)."""
+        """Copy of `module` (kdim = vdim = embed_dim, no add_bias_kv/add_zero_attn)."""
         if not isinstance(module, nn.MultiheadAttention):
-            raise TypeError(f"module must be an nn.MultiheadAttention, got {type(module).__name__}")
+            raise TypeError(
+                f"module must be an nn.MultiheadAttention, got {type(module).__name__}"
+            )
         if not module._qkv_same_embed_dim:
-            raise ValueError(f"module must have kdim == vdim == embed_dim, got kdim={module.kdim}, "
-                             f"vdim={module.vdim}, embed_dim={module.embed_dim}")
+            raise ValueError(
+                f"module must have kdim == vdim == embed_dim, got kdim={module.kdim}, "
+                f"vdim={module.vdim}, embed_dim={module.embed_dim}"
+            )
         if module.bias_k is not None or module.add_zero_attn:
-            raise ValueError("module must not use add_bias_kv or add_zero_attn, "
-                             "which this class does not implement")
-        weight, bias = module.in_proj_weight, module.in_proj_bias  # (3d, d) = [W^Q; W^K; W^V], (3d,)
-        new = cls(module.embed_dim, module.num_heads, dropout=module.dropout, bias=bias is not None,
-                  device=weight.device, dtype=weight.dtype)
-        state = {"out_proj.weight": module.out_proj.weight, "out_proj.bias": module.out_proj.bias}
-        for name, w, b in zip("qkv", weight.chunk(3), (bias.chunk(3) if bias is not None else [None] * 3)):
+            raise ValueError(
+                "module must not use add_bias_kv or add_zero_attn, "
+                "which this class does not implement"
+            )
+        weight, bias = module.in_proj_weight, module.in_proj_bias  # (3d, d), (3d,)
+        d, H, p = module.embed_dim, module.num_heads, module.dropout
+        new = cls(d, H, p, bias is not None, weight.device, weight.dtype)
+        state = dict(module.out_proj.named_parameters(prefix="out_proj"))
+        biases = bias.chunk(3) if bias is not None else [None] * 3
+        for name, w, b in zip("qkv", weight.chunk(3), biases):  # [W^Q; W^K; W^V]
             state |= {f"{name}_proj.weight": w, f"{name}_proj.bias": b}
         new.load_state_dict({k: v for k, v in state.items() if v is not None})
         return new.train(module.training)
@@ -179,15 +213,15 @@ class MultiHeadAttention(nn.Module):
 # %% ../notebooks/02a_multihead.ipynb #a1c0de04
 @dataclass
 class KVCache:
-    """The keys and values of one attention layer, kept between the steps of incremental decoding.
+    """The keys and values of one attention layer, kept between decoding steps.
 
     Args:
         key, value: those so far, or None before the first call.
-        static: False for self-attention (each call appends); True for cross-attention (the first
-            call stores the memory's keys and values, later calls read them back).
+        static: False for self-attention (each call appends); True for cross-attention
+            (the first call stores the memory's keys and values, later ones read them).
 
     Shapes:
-        key, value: (B, H, t, d_k), t positions so far; t = S, the memory's length, when static.
+        key, value: (B, H, t, d_k), t positions so far (t = S, the memory's, if static).
     """
 
     key: Tensor | None = None
@@ -195,9 +229,10 @@ class KVCache:
     static: bool = False
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        """Append `key`, `value` (B, H, n, d_k) and return all keys and values, (B, H, t + n, d_k)."""
+        """Append `key`, `value` (B, H, n, d_k); return all, (B, H, t + n, d_k)."""
         if self.key is not None:
-            key, value = torch.cat([self.key, key], dim=2), torch.cat([self.value, value], dim=2)
+            key = torch.cat([self.key, key], dim=2)
+            value = torch.cat([self.value, value], dim=2)
         self.key, self.value = key, value
         return key, value
 
@@ -208,7 +243,8 @@ class KVCache:
         return self.key.shape[2] + (0 if self.static else n)
 
     def select(self, rows: Tensor | None = None) -> KVCache:
-        """A new cache of batch rows `rows` (B',), or of all rows when None (a copy to grow)."""
+        """A new cache of batch rows `rows` (B',), or of all rows when None (a copy)."""
         if rows is None or self.key is None:
             return KVCache(self.key, self.value, self.static)
-        return KVCache(self.key.index_select(0, rows), self.value.index_select(0, rows), self.static)
+        key, value = (t.index_select(0, rows) for t in (self.key, self.value))
+        return KVCache(key, value, self.static)

@@ -21,9 +21,9 @@ class LayerNorm(nn.Module):
     """Layer normalization over the last dimension: x (..., d_model) -> same shape.
 
     Statistics are computed per token over its d_model channels (biased variance); gamma
-    (`weight`) and beta (`bias`) have shape (d_model,). No running statistics: train == eval.
-    `fused = True` (the default) computes the same function with `F.layer_norm`, one kernel;
-    set it to False for the written-out computation.
+    (`weight`) and beta (`bias`) have shape (d_model,). No running statistics:
+    train == eval. `fused = True` (the default) computes the same function with
+    `F.layer_norm`, one kernel; set it to False for the written-out computation.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -32,78 +32,117 @@ class LayerNorm(nn.Module):
         if not eps > 0:
             raise ValueError(f"eps must be > 0, got {eps}")
         self.eps = float(eps)
-        self.weight = nn.Parameter(torch.ones(d_model))   # gamma (d,)
-        self.bias = nn.Parameter(torch.zeros(d_model))    # beta  (d,)
+        self.weight = nn.Parameter(torch.ones(d_model))  # gamma (d,)
+        self.bias = nn.Parameter(torch.zeros(d_model))  # beta  (d,)
         self.fused = True
-        self.validate_inputs = True          # False inside a model, which checks its inputs once
+        self.validate_inputs = (
+            True  # False inside a model, which checks its inputs once
+        )
 
     def reset_parameters(self) -> None:
         nn.init.ones_(self.weight)
         nn.init.zeros_(self.bias)
 
     def check_inputs(self, z: torch.Tensor) -> None:
-        if not isinstance(z, torch.Tensor) or z.dim() < 1 or z.shape[-1] != self.d_model:
+        if (
+            not isinstance(z, torch.Tensor)
+            or z.dim() < 1
+            or z.shape[-1] != self.d_model
+        ):
             shape = list(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
-            raise ValueError(f"input must have shape [..., d_model={self.d_model}], got {shape}")
+            raise ValueError(
+                f"input must have shape [..., d_model={self.d_model}], got {shape}"
+            )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         if self.validate_inputs:
             self.check_inputs(z)
         if self.fused:
             return F.layer_norm(z, (self.d_model,), self.weight, self.bias, self.eps)
-        mean = z.mean(dim=-1, keepdim=True)                             # (..., 1)
-        var = (z - mean).pow(2).mean(dim=-1, keepdim=True)              # (..., 1), biased
-        z_hat = (z - mean) * torch.rsqrt(var + self.eps)                # (..., d)
+        mean = z.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = (z - mean).pow(2).mean(dim=-1, keepdim=True)  # (..., 1), biased
+        z_hat = (z - mean) * torch.rsqrt(var + self.eps)  # (..., d)
         return z_hat * self.weight + self.bias
 
 # %% ../notebooks/04_norm.ipynb #13f9a697
-def layer_norm_backward(grad_out: torch.Tensor, z: torch.Tensor, weight: torch.Tensor,
-                        eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients of LayerNorm by the closed form: returns (grad_z, grad_weight, grad_bias).
+def layer_norm_backward(
+    grad_out: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of LayerNorm by the closed form: (grad_z, grad_weight, grad_bias).
 
-    grad_out, z: (..., d); weight: (d,). grad_z has z's shape; grad_weight and grad_bias are (d,).
+    grad_out, z: (..., d); weight: (d,). grad_z has z's shape; grad_weight and
+    grad_bias are (d,).
     """
     mean = z.mean(dim=-1, keepdim=True)
-    rstd = torch.rsqrt((z - mean).pow(2).mean(dim=-1, keepdim=True) + eps)   # 1 / sqrt(v + eps)
+    rstd = torch.rsqrt(
+        (z - mean).pow(2).mean(dim=-1, keepdim=True) + eps
+    )  # 1 / sqrt(v + eps)
     z_hat = (z - mean) * rstd
     u = grad_out * weight
-    grad_z = (u - u.mean(dim=-1, keepdim=True) - z_hat * (u * z_hat).mean(dim=-1, keepdim=True)) * rstd
-    reduce = tuple(range(z.dim() - 1))                                       # every axis but channels
+    grad_z = (
+        u
+        - u.mean(dim=-1, keepdim=True)
+        - z_hat * (u * z_hat).mean(dim=-1, keepdim=True)
+    ) * rstd
+    reduce = tuple(range(z.dim() - 1))  # every axis but channels
     return grad_z, (grad_out * z_hat).sum(dim=reduce), grad_out.sum(dim=reduce)
 
 # %% ../notebooks/04_norm.ipynb #236e782f
 class LayerNormFunction(torch.autograd.Function):
-    """LayerNorm whose backward is `layer_norm_backward` (for study; `LayerNorm` uses autograd)."""
+    """LayerNorm whose backward is `layer_norm_backward`.
+
+    For study; `LayerNorm` itself uses autograd.
+    """
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    def forward(
+        ctx,
+        z: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        eps: float = 1e-5,
+    ) -> torch.Tensor:
         ctx.save_for_backward(z, weight)
         ctx.eps = eps
         mean = z.mean(dim=-1, keepdim=True)
-        z_hat = (z - mean) * torch.rsqrt((z - mean).pow(2).mean(dim=-1, keepdim=True) + eps)
+        z_hat = (z - mean) * torch.rsqrt(
+            (z - mean).pow(2).mean(dim=-1, keepdim=True) + eps
+        )
         return z_hat * weight + bias
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         z, weight = ctx.saved_tensors
-        grad_z, grad_weight, grad_bias = layer_norm_backward(grad_out, z, weight, ctx.eps)
+        grad_z, grad_weight, grad_bias = layer_norm_backward(
+            grad_out, z, weight, ctx.eps
+        )
         return grad_z, grad_weight, grad_bias, None
 
 # %% ../notebooks/04_norm.ipynb #a3343e54
 class ResidualSublayer(nn.Module):
-    """Residual connection around a sublayer, with LayerNorm and dropout: (B, L, d) -> (B, L, d).
+    """Residual connection around a sublayer, with LayerNorm and dropout.
+
+    (B, L, d) -> (B, L, d).
 
     norm_first=False (post-norm, the paper): norm(x + dropout(sublayer(x)))
     norm_first=True  (pre-norm):             x + dropout(sublayer(norm(x)))
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5):
+    def __init__(
+        self,
+        d_model: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        eps: float = 1e-5,
+    ):
         super().__init__()
         self.norm = LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
         self.norm_first = bool(norm_first)
 
-    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))

@@ -21,90 +21,132 @@ __all__ = ['COMPILE_BACKEND', 'PreallocatedKVCache', 'PreallocatedCache', 'compi
 
 # %% ../notebooks/07a_preallocated_cache.ipynb #788f496b
 class PreallocatedKVCache:
-    """One layer's self-attention keys and values, in buffers of `capacity` positions allocated
-    once, written in place at `position`: the same shapes and addresses at every step.
+    """One layer's self-attention keys and values, in buffers of `capacity` positions
+    allocated once, written in place at `position`: the same shapes and addresses at
+    every step.
 
-    It has the interface of `KVCache` that `MultiHeadAttention` uses. The positions not written
-    yet are hidden by the caller's key padding mask (`PreallocatedCache.blocked`).
+    It has the interface of `KVCache` that `MultiHeadAttention` uses. The positions not
+    written yet are hidden by the caller's key padding mask
+    (`PreallocatedCache.blocked`).
 
     Args:
         key, value: the buffers.
-        position: where `update` writes, a long tensor (1,) on the device, shared by the layers.
+        position: where `update` writes, a long tensor (1,) on the device, shared by the
+            layers.
 
     Shapes:
-        key, value (B, H, capacity, d_k); update: (B, H, 1, d_k) -> (B, H, capacity, d_k).
+        key, value (B, H, capacity, d_k);
+        update: (B, H, 1, d_k) -> (B, H, capacity, d_k).
     """
 
-    static = False                 # for MultiHeadAttention: project and update at every call
+    static = False  # for MultiHeadAttention: project and update at every call
 
     def __init__(self, key: Tensor, value: Tensor, position: Tensor):
         self.key, self.value, self.position = key, value, position
 
     def keys_after(self, n: int) -> int:
-        return self.key.shape[2]                               # always all of them
+        return self.key.shape[2]  # always all of them
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Write `key`, `value` at `position`; return all the keys and values."""
-        self.key.index_copy_(2, self.position, key)            # in place: no new tensor
+        self.key.index_copy_(2, self.position, key)  # in place: no new tensor
         self.value.index_copy_(2, self.position, value)
         return self.key, self.value
 
 # %% ../notebooks/07a_preallocated_cache.ipynb #c60186d5
 class PreallocatedCache:
     """What a fixed-shape decoding step reads and writes: the tensors of `DecoderCache`,
-    allocated once for `capacity` target positions, with the memory's keys and values projected.
+    allocated once for `capacity` target positions, with the memory's keys and values
+    projected.
 
     Args:
-        model: the `Transformer` that decodes; memory (B, S, d), memory_pad (B, S): its encoder's
-            output and padding (True = PAD).
+        model: the `Transformer` that decodes; memory (B, S, d), memory_pad (B, S):
+            its encoder's output and padding (True = PAD).
         capacity: the most target positions it holds, BOS included; at most `max_len`.
 
     Shapes:
-        self_attn[i].key/value (B, H, capacity, d_k); cross_attn[i].key/value (B, H, S, d_k);
-        blocked (B, capacity), True where a key may not be attended (PAD, or not written yet);
-        position (1,), where the next step writes.
+        self_attn[i].key/value (B, H, capacity, d_k);
+        cross_attn[i].key/value (B, H, S, d_k);
+        blocked (B, capacity), True where a key may not be attended (PAD, or not written
+        yet); position (1,), where the next step writes.
     """
 
-    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, capacity: int):
+    def __init__(
+        self, model: Transformer, memory: Tensor, memory_pad: Tensor, capacity: int
+    ):
         c, (B, S, d) = model.config, memory.shape
         if not 1 <= check_positive_int(capacity, "capacity") <= c.max_len:
-            raise ValueError(f"capacity must be at most max_len={c.max_len}, got {capacity}")
-        self.capacity, self.position = capacity, torch.zeros(1, dtype=torch.long, device=memory.device)
-        self.memory, self.memory_pad = torch.empty_like(memory), torch.empty_like(memory_pad)
+            raise ValueError(
+                f"capacity must be at most max_len={c.max_len}, got {capacity}"
+            )
+        self.capacity, self.position = (
+            capacity,
+            torch.zeros(1, dtype=torch.long, device=memory.device),
+        )
+        self.memory, self.memory_pad = (
+            torch.empty_like(memory),
+            torch.empty_like(memory_pad),
+        )
         self.blocked = torch.ones(B, capacity, dtype=torch.bool, device=memory.device)
-        per_layer = [(B, c.nhead, capacity, d // c.nhead), (B, c.nhead, S, d // c.nhead)]
-        self.self_attn = [PreallocatedKVCache(*(memory.new_zeros(per_layer[0]) for _ in "kv"), self.position)
-                          for _ in model.decoder.layers]
-        self.cross_attn = [KVCache(*(memory.new_zeros(per_layer[1]) for _ in "kv"), static=True)
-                           for _ in model.decoder.layers]
-        if memory.device.type == "cuda":                   # CUDA graphs read these in place
+        per_layer = [
+            (B, c.nhead, capacity, d // c.nhead),
+            (B, c.nhead, S, d // c.nhead),
+        ]
+        self.self_attn = [
+            PreallocatedKVCache(
+                *(memory.new_zeros(per_layer[0]) for _ in "kv"), self.position
+            )
+            for _ in model.decoder.layers
+        ]
+        self.cross_attn = [
+            KVCache(*(memory.new_zeros(per_layer[1]) for _ in "kv"), static=True)
+            for _ in model.decoder.layers
+        ]
+        if memory.device.type == "cuda":  # CUDA graphs read these in place
             for tensor in self.tensors():
                 torch._dynamo.mark_static_address(tensor)
         self.fill(model, memory, memory_pad)
 
     def tensors(self) -> list[Tensor]:
         """Every tensor of the cache, the position last."""
-        kv = [t for cache in self.self_attn + self.cross_attn for t in (cache.key, cache.value)]
+        kv = [
+            t
+            for cache in self.self_attn + self.cross_attn
+            for t in (cache.key, cache.value)
+        ]
         return kv + [self.memory, self.memory_pad, self.blocked, self.position]
 
     def fits(self, memory: Tensor, capacity: int) -> bool:
-        """Whether `fill` can take `memory` for `capacity` positions (same shapes and kind)."""
-        return (self.capacity == capacity and self.memory.shape == memory.shape
-                and self.memory.dtype == memory.dtype and self.memory.device == memory.device)
+        """Whether `fill` can take `memory` for `capacity` positions (same shapes and
+        kind)."""
+        return (
+            self.capacity == capacity
+            and self.memory.shape == memory.shape
+            and self.memory.dtype == memory.dtype
+            and self.memory.device == memory.device
+        )
 
     @torch.no_grad()
-    def fill(self, model: Transformer, memory: Tensor, memory_pad: Tensor) -> PreallocatedCache:
-        """Start decoding from `memory`, in place: no position written, cross-attention projected."""
+    def fill(
+        self, model: Transformer, memory: Tensor, memory_pad: Tensor
+    ) -> PreallocatedCache:
+        """Start decoding from `memory`, in place: no position written, cross-attention
+        projected."""
         if not self.fits(memory, self.capacity):
-            raise ValueError(f"memory must be {list(self.memory.shape)}, {self.memory.dtype}, on "
-                             f"{self.memory.device}, got {list(memory.shape)}, {memory.dtype}, {memory.device}")
+            raise ValueError(
+                f"memory must be {list(self.memory.shape)}, {self.memory.dtype}, on "
+                f"{self.memory.device}, got {list(memory.shape)}, {memory.dtype}, "
+                f"{memory.device}"
+            )
         self.memory.copy_(memory)
         self.memory_pad.copy_(memory_pad)
         for layer, cache in zip(model.decoder.layers, self.cross_attn):
-            key, value = layer.cross_attn.project_keys_values(memory, memory)   # (B, H, S, d_k)
+            key, value = layer.cross_attn.project_keys_values(
+                memory, memory
+            )  # (B, H, S, d_k)
             cache.key.copy_(key)
             cache.value.copy_(value)
-        for cache in self.self_attn:          # stale values are masked, but keep them finite
+        for cache in self.self_attn:  # stale values are masked, but keep them finite
             cache.key.zero_()
             cache.value.zero_()
         self.blocked.fill_(True)
@@ -112,38 +154,48 @@ class PreallocatedCache:
         return self
 
     def append_padding(self, tgt_pad: Tensor) -> Tensor:
-        """Record the padding (B, 1) of the position written now; return that of all keys,
-        (B, capacity): PAD, or not written yet."""
+        """Record the padding (B, 1) of the position written now; return that of all
+        keys, (B, capacity): PAD, or not written yet."""
         self.blocked.index_copy_(1, self.position, tgt_pad)
         return self.blocked
 
     def select(self, rows: Tensor) -> PreallocatedCache:
-        """Keep batch rows `rows` (B,), e.g. the parents of beam search's beams, in place."""
+        """Keep batch rows `rows` (B,), e.g. the parents of beam search's beams, in
+        place."""
         for tensor in self.tensors()[:-1]:
             tensor.copy_(tensor.index_select(0, rows))
         return self
 
 # %% ../notebooks/07a_preallocated_cache.ipynb #39767b8f
-COMPILE_BACKEND = "inductor"   # torch.compile's code generator; tests use "aot_eager" (compiles fast)
+# torch.compile's code generator; tests use "aot_eager" (compiles fast):
+COMPILE_BACKEND = "inductor"
 _compiled: dict[tuple[str, str | None], Callable[..., Tensor]] = {}
 _reusable: WeakKeyDictionary[Transformer, PreallocatedCache] = WeakKeyDictionary()
 
 
 def compiled_decode(device: torch.device | str) -> Callable[..., Tensor]:
-    """`Transformer.decode`, compiled with `fullgraph=True`; on CUDA (with inductor) in mode
-    "reduce-overhead", which replays it as a CUDA graph. Compiled once per process and mode."""
+    """`Transformer.decode`, compiled with `fullgraph=True`; on CUDA (with inductor) in
+    mode "reduce-overhead", which replays it as a CUDA graph. Compiled once per process
+    and mode."""
     cuda = torch.device(device).type == "cuda" and COMPILE_BACKEND == "inductor"
     mode = "reduce-overhead" if cuda else None
     if (COMPILE_BACKEND, mode) not in _compiled:
-        _compiled[COMPILE_BACKEND, mode] = torch.compile(Transformer.decode, backend=COMPILE_BACKEND,
-                                                         mode=mode, fullgraph=True)
+        _compiled[COMPILE_BACKEND, mode] = torch.compile(
+            Transformer.decode, backend=COMPILE_BACKEND, mode=mode, fullgraph=True
+        )
     return _compiled[COMPILE_BACKEND, mode]
 
 
-def preallocated_cache(model: Transformer, memory: Tensor, memory_pad: Tensor, capacity: int,
-                       reuse: bool = False) -> PreallocatedCache:
-    """A `PreallocatedCache` for decoding from `memory`; with `reuse`, the one this model used
-    last, refilled in place if it fits, so that a recorded CUDA graph replays on its addresses."""
+def preallocated_cache(
+    model: Transformer,
+    memory: Tensor,
+    memory_pad: Tensor,
+    capacity: int,
+    reuse: bool = False,
+) -> PreallocatedCache:
+    """A `PreallocatedCache` for decoding from `memory`; with `reuse`, the one this
+    model used last, refilled in place if it fits, so that a recorded CUDA graph replays
+    on its addresses."""
     cache = _reusable.get(model) if reuse else None
     if cache is not None and cache.fits(memory, capacity):
         return cache.fill(model, memory, memory_pad)
@@ -152,35 +204,44 @@ def preallocated_cache(model: Transformer, memory: Tensor, memory_pad: Tensor, c
         _reusable[model] = cache
     return cache
 
-
+# %% ../notebooks/07a_preallocated_cache.ipynb #b0f7e4c6
 class PreallocatedDecoding:
-    """A decoding state for chapter 7's loops (`greedy(..., use_cache=PreallocatedDecoding)`):
-    next-token logits from `Transformer.decode`, run eagerly, on a `PreallocatedCache` of
-    `steps` positions (`CompiledDecoding`: compiled).
+    """A decoding state for the loops of `transformer_lib.generation`
+    (`greedy(..., use_cache=PreallocatedDecoding)`): next-token logits from
+    `Transformer.decode`, run eagerly, on a `PreallocatedCache` of `steps` positions
+    (`CompiledDecoding`: compiled).
 
     Shapes:
-        memory (B, S, d), memory_pad (B, S); called with prefix (B, t), t <= steps -> logits (B, V).
+        memory (B, S, d), memory_pad (B, S); called with prefix (B, t), t <= steps ->
+        logits (B, V).
     """
 
     compiled = False
 
-    def __init__(self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int):
+    def __init__(
+        self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int
+    ):
         self.model = model
-        self.cache = preallocated_cache(model, memory, memory_pad, steps, reuse=self.compiled)
-        self.decode = compiled_decode(memory.device) if self.compiled else Transformer.decode
+        self.cache = preallocated_cache(
+            model, memory, memory_pad, steps, reuse=self.compiled
+        )
+        self.decode = (
+            compiled_decode(memory.device) if self.compiled else Transformer.decode
+        )
 
     def __call__(self, prefix: Tensor) -> Tensor:
-        self.cache.position.fill_(prefix.shape[1] - 1)      # on the device: no host sync
-        torch.compiler.cudagraph_mark_step_begin()          # the last step's logits are used up
-        token = prefix[:, -1:].contiguous()                 # (B, 1), the same strides each step
-        return self.decode(self.model, token, cache=self.cache, validate=False)[:, -1]   # (B, V)
+        self.cache.position.fill_(prefix.shape[1] - 1)  # on the device: no host sync
+        torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up
+        token = prefix[:, -1:].contiguous()  # (B, 1), the same strides each step
+        logits = self.decode(self.model, token, cache=self.cache, validate=False)
+        return logits[:, -1]  # (B, V)
 
     def select(self, rows: Tensor) -> None:
         self.cache.select(rows)
 
-
+# %% ../notebooks/07a_preallocated_cache.ipynb #94a2d7f1
 class CompiledDecoding(PreallocatedDecoding):
-    """`PreallocatedDecoding` with `compiled_decode` (a CUDA graph on a GPU), on one cache per
-    model, reused while the shapes fit."""
+    """`PreallocatedDecoding` with `compiled_decode` (a CUDA graph on a GPU), on one
+    cache per model, reused while the shapes fit."""
 
     compiled = True

@@ -19,12 +19,17 @@ __all__ = ['SCHEDULES', 'PRECISIONS', 'sequence_loss', 'inverse_sqrt_factor', 'l
            'autocast', 'TrainingConfig']
 
 # %% ../notebooks/06a_recipe.ipynb #7ae1d4ef
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
-                  label_smoothing: float = 0.0) -> torch.Tensor:
+def sequence_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    pad_id: int = 0,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
     """Cross-entropy over the vocabulary axis, averaged over the non-PAD labels.
 
-    With `label_smoothing` = eps the target puts 1 - eps on the label and eps / V on every class;
-    with eps = 0 it equals `data.token_nll_simple`, the loss written out in chapter 6.
+    With `label_smoothing` = eps the target puts 1 - eps on the label and eps / V on
+    every class; with eps = 0 it equals `data.token_nll_simple`, the loss written out
+    in chapter 6.
 
     Args:
         logits: unnormalised scores, summed in float32 at least (float64 stays float64).
@@ -33,78 +38,103 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
         label_smoothing: eps, in [0, 1).
 
     Shapes:
-        logits (B, T, V), labels (B, T) -> a scalar; 0 for a batch without any real label.
+        logits (B, T, V), labels (B, T) -> a scalar; 0 for a batch without any real
+        label.
     """
     check_shape(logits, (None, None, None), "logits")
     check_shape(labels, tuple(logits.shape[:2]), "labels")
     label_smoothing = check_probability(label_smoothing, "label_smoothing")
-    wide = torch.promote_types(logits.dtype, torch.float32)   # at least float32; float64 stays
-    loss = F.cross_entropy(logits.flatten(0, 1).to(wide), labels.flatten(), ignore_index=pad_id,
-                           label_smoothing=label_smoothing)
-    # no real label: 0/0 = NaN; select 0 instead (a tensor op, not an `if`: compiles without a break)
+    wide = torch.promote_types(logits.dtype, torch.float32)  # float64 stays float64
+    loss = F.cross_entropy(
+        logits.flatten(0, 1).to(wide),
+        labels.flatten(),
+        ignore_index=pad_id,
+        label_smoothing=label_smoothing,
+    )
+    # no real label: 0/0 = NaN; select 0 instead (a tensor op, not an `if`: it compiles
+    # without a graph break)
     return torch.where(labels.ne(pad_id).any(), loss, logits.sum().to(wide) * 0.0)
 
 # %% ../notebooks/06a_recipe.ipynb #0f5925ed
 def inverse_sqrt_factor(step: int, warmup: int) -> float:
-    """min(step / warmup, sqrt(warmup / step)): linear warm-up to 1 at `warmup`, then 1/sqrt decay."""
-    step, warmup = check_positive_int(step, "step"), check_positive_int(warmup, "warmup")
+    """min(step / warmup, sqrt(warmup / step)): linear warm-up to 1 at `warmup`, then
+    1/sqrt decay."""
+    step, warmup = (
+        check_positive_int(step, "step"),
+        check_positive_int(warmup, "warmup"),
+    )
     return min(step / warmup, math.sqrt(warmup / step))
 
 
 def linear_decay_factor(step: int, warmup: int, total: int) -> float:
-    """min(step / warmup, (total + 1 - step) / (total + 1 - warmup)): linear warm-up to 1 at
-    `warmup`, then a straight line down to 1 / (total + 1 - warmup) at the last step, `total`."""
-    step, warmup = check_positive_int(step, "step"), check_positive_int(warmup, "warmup")
+    """min(step / warmup, (total + 1 - step) / (total + 1 - warmup)): linear warm-up
+    to 1 at `warmup`, then a straight line down to 1 / (total + 1 - warmup) at the last
+    step, `total`."""
+    step, warmup = (
+        check_positive_int(step, "step"),
+        check_positive_int(warmup, "warmup"),
+    )
     if not warmup <= check_positive_int(total, "total"):
-        raise ValueError(f"warmup must be <= total, got warmup={warmup} and total={total}")
+        raise ValueError(
+            f"warmup must be <= total, got warmup={warmup} and total={total}"
+        )
     return min(step / warmup, (total + 1 - step) / (total + 1 - warmup))
 
 
 def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
-    """The paper's schedule (§5.3): scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
-    step, warmup = check_positive_int(step, "step"), check_positive_int(warmup, "warmup")
+    """The paper's schedule (§5.3):
+    scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+    step, warmup = (
+        check_positive_int(step, "step"),
+        check_positive_int(warmup, "warmup"),
+    )
     d_model = check_positive_int(d_model, "d_model")
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 # %% ../notebooks/06a_recipe.ipynb #44ef3900
-SCHEDULES = ("inverse_sqrt", "linear", "constant")    # learning-rate shapes, times the peak lr
-PRECISIONS = ("fp32", "bf16", "fp64")                 # the arithmetic of a training step
+# learning-rate shapes, times the peak lr
+SCHEDULES = ("inverse_sqrt", "linear", "constant")
+PRECISIONS = ("fp32", "bf16", "fp64")  # the arithmetic of a training step
 
 
 def parameter_dtype(precision: str) -> torch.dtype:
-    """The dtype of the weights for `precision`: float64 for "fp64", else float32 (bf16 autocast
-    keeps float32 weights and optimiser state, and computes in bfloat16)."""
+    """The dtype of the weights for `precision`: float64 for "fp64", else float32 (bf16
+    autocast keeps float32 weights and optimiser state, and computes in bfloat16)."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     return torch.float64 if precision == "fp64" else torch.float32
 
 
 def autocast(precision: str, device_type: str) -> torch.autocast:
-    """The context of a forward pass in `precision`: "bf16" autocasts matrix products to bfloat16
-    (`sequence_loss` still sums in float32); "fp32" and "fp64" compute in the weights' dtype."""
-    parameter_dtype(precision)                                               # checks the name
-    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    """The context of a forward pass in `precision`: "bf16" autocasts matrix products to
+    bfloat16 (`sequence_loss` still sums in float32); "fp32" and "fp64" compute in the
+    weights' dtype."""
+    parameter_dtype(precision)  # checks the name
+    return torch.autocast(
+        device_type, dtype=torch.bfloat16, enabled=precision == "bf16"
+    )
 
-
+# %% ../notebooks/06a_recipe.ipynb #6a6a1f01
 @dataclass
 class TrainingConfig:
-    """Optimiser, schedule and loop settings; `lr` is the peak learning rate (reached at step `warmup`)."""
+    """Optimiser, schedule and loop settings; `lr` is the peak learning rate (reached at
+    step `warmup`)."""
 
     steps: int = 1000
     lr: float = 1e-3
     warmup: int = 200
-    schedule: str = "inverse_sqrt"          # or "linear", "constant": see SCHEDULES
+    schedule: str = "inverse_sqrt"  # or "linear", "constant": see SCHEDULES
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
-    clip: float | None = 1.0                # max gradient norm; None: no clipping
+    clip: float | None = 1.0  # max gradient norm; None: no clipping
     eval_every: int = 100
     pad_id: int = 0
     seed: int = 0
-    progress: bool = False                  # a tqdm bar (if tqdm is installed)
-    precision: str = "fp32"                 # or "bf16", "fp64": see PRECISIONS, `autocast`
-    compile: bool = False                   # torch.compile the model (in place) before training
+    progress: bool = False  # a tqdm bar (if tqdm is installed)
+    precision: str = "fp32"  # or "bf16", "fp64": see PRECISIONS, `autocast`
+    compile: bool = False  # torch.compile the model (in place) before training
 
     def __post_init__(self) -> None:
         for name in ("steps", "warmup", "eval_every"):
@@ -119,13 +149,19 @@ class TrainingConfig:
             number = isinstance(value, Real) and not isinstance(value, bool)
             if not number or value < 0 or (value == 0 and name != "weight_decay"):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
-        parameter_dtype(self.precision)                                      # a known name
+        parameter_dtype(self.precision)  # a known name
         if not isinstance(self.compile, bool):
             raise TypeError(f"compile must be a bool, got {self.compile!r}")
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+            raise ValueError(
+                f"schedule must be one of {SCHEDULES}, got {self.schedule!r}"
+            )
         if self.schedule == "linear" and self.warmup > self.steps:
-            raise ValueError(f"warmup must be <= steps for the linear schedule, got warmup="
-                             f"{self.warmup} and steps={self.steps}")
-        if len(self.betas) != 2 or not all(isinstance(b, Real) and 0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(
+                f"warmup must be <= steps for the linear schedule, got warmup="
+                f"{self.warmup} and steps={self.steps}"
+            )
+        if len(self.betas) != 2 or not all(
+            isinstance(b, Real) and 0.0 <= b < 1.0 for b in self.betas
+        ):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")

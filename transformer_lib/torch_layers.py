@@ -17,8 +17,9 @@ __all__ = ['TorchLayersEmbedding', 'TorchLayersTransformer']
 class TorchLayersEmbedding(nn.Module):
     """Input layer of `TorchLayersTransformer`: `dropout(sqrt(d) * E[ids] + P[:L])`.
 
-    An `nn.Embedding` E whose PAD row (id 0) is zero, scaled by sqrt(d), plus a fixed sinusoidal
-    table P (sin on even, cos on odd channels, as in the paper), then dropout.
+    An `nn.Embedding` E whose PAD row (id 0) is zero, scaled by sqrt(d), plus a fixed
+    sinusoidal table P (sin on even, cos on odd channels, as in the paper), then
+    dropout.
 
     Args:
         vocab_size: number of token ids V; id 0 is PAD.
@@ -30,30 +31,36 @@ class TorchLayersEmbedding(nn.Module):
         ids: (B, L) -> output (B, L, d), with L <= max_length.
     """
 
-    def __init__(self, vocab_size: int, dim: int, max_length: int = 64, dropout: float = 0.1):
+    def __init__(
+        self, vocab_size: int, dim: int, max_length: int = 64, dropout: float = 0.1
+    ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, dim, padding_idx=0)
         self.dim = dim
-        frequency = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))  # (d/2,)
-        angle = torch.arange(max_length)[:, None] * frequency                         # (L, d/2)
-        self.register_buffer("table", torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1))
+        # (d/2,)
+        frequency = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+        angle = torch.arange(max_length)[:, None] * frequency  # (L, d/2)
+        self.register_buffer(
+            "table", torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)
+        )
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        scaled = self.embedding(ids) * math.sqrt(self.dim)                # (B, L, d)
-        return self.dropout(scaled + self.table[: ids.shape[1]])          # (B, L, d)
+        scaled = self.embedding(ids) * math.sqrt(self.dim)  # (B, L, d)
+        return self.dropout(scaled + self.table[: ids.shape[1]])  # (B, L, d)
 
-
+# %% ../notebooks/05a_torch_layers.ipynb #dbaf84ec
 class TorchLayersTransformer(nn.Module):
-    """A reference encoder-decoder built from PyTorch's own layers: the oracle for `Transformer`.
+    """A reference encoder-decoder built from PyTorch's own layers: the oracle.
 
-    Separate source and target embeddings (`TorchLayersEmbedding`, sinusoidal positions) over
-    one vocabulary of `vocab_size` ids; an encoder and a decoder of `depth` post-norm layers each
-    (`nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`: ReLU, d_ff = 2·d, batch-first),
-    applied one after another with no final LayerNorm on either stack, unlike `nn.Transformer`;
-    an untied output `nn.Linear` with bias. PAD = 0: padded positions are masked in every
-    attention, and the decoder's self-attention is causal. `Transformer.from_torch_layers`
-    copies it into our model.
+    The oracle for `Transformer`. Separate source and target embeddings
+    (`TorchLayersEmbedding`, sinusoidal positions) over one vocabulary of `vocab_size`
+    ids; an encoder and a decoder of `depth` post-norm layers each
+    (`nn.TransformerEncoderLayer`, `nn.TransformerDecoderLayer`: ReLU, d_ff = 2·d,
+    batch-first), applied one after another with no final LayerNorm on either stack,
+    unlike `nn.Transformer`; an untied output `nn.Linear` with bias. PAD = 0: padded
+    positions are masked in every attention, and the decoder's self-attention is causal.
+    `Transformer.from_torch_layers` copies it into our model.
 
     Args:
         vocab_size: number of token ids V, source and target alike; id 0 is PAD.
@@ -64,32 +71,57 @@ class TorchLayersTransformer(nn.Module):
         max_length: the longest source or target sequence.
 
     Shapes:
-        source: (B, S) ids, target: (B, T) ids (the decoder's input), both right-padded with 0
-        -> logits (B, T, V).
+        source: (B, S) ids, target: (B, T) ids (the decoder's input), both right-padded
+        with 0 -> logits (B, T, V).
     """
 
-    def __init__(self, vocab_size: int = 20, dim: int = 32, heads: int = 4, depth: int = 2,
-                 dropout: float = 0.1, max_length: int = 64):
+    def __init__(
+        self,
+        vocab_size: int = 20,
+        dim: int = 32,
+        heads: int = 4,
+        depth: int = 2,
+        dropout: float = 0.1,
+        max_length: int = 64,
+    ):
         super().__init__()
-        self.source_embedding = TorchLayersEmbedding(vocab_size, dim, max_length, dropout)
-        self.target_embedding = TorchLayersEmbedding(vocab_size, dim, max_length, dropout)
-        layer = dict(dim_feedforward=2 * dim, dropout=dropout, activation="relu",
-                     batch_first=True, norm_first=False)
-        self.encoder = nn.ModuleList(nn.TransformerEncoderLayer(dim, heads, **layer)
-                                     for _ in range(depth))
-        self.decoder = nn.ModuleList(nn.TransformerDecoderLayer(dim, heads, **layer)
-                                     for _ in range(depth))
+        self.source_embedding = TorchLayersEmbedding(
+            vocab_size, dim, max_length, dropout
+        )
+        self.target_embedding = TorchLayersEmbedding(
+            vocab_size, dim, max_length, dropout
+        )
+        layer = dict(
+            dim_feedforward=2 * dim,
+            dropout=dropout,
+            activation="relu",
+            batch_first=True,
+            norm_first=False,
+        )
+        self.encoder = nn.ModuleList(
+            nn.TransformerEncoderLayer(dim, heads, **layer) for _ in range(depth)
+        )
+        self.decoder = nn.ModuleList(
+            nn.TransformerDecoderLayer(dim, heads, **layer) for _ in range(depth)
+        )
         self.output = nn.Linear(dim, vocab_size)
 
     def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        source_pad, target_pad = source.eq(0), target.eq(0)              # (B, S), (B, T)
-        memory = self.source_embedding(source)                           # (B, S, d)
+        source_pad, target_pad = source.eq(0), target.eq(0)  # (B, S), (B, T)
+        memory = self.source_embedding(source)  # (B, S, d)
         for layer in self.encoder:
             memory = layer(memory, src_key_padding_mask=source_pad)
         T = target.shape[1]
-        causal = torch.triu(torch.ones(T, T, dtype=torch.bool, device=target.device), diagonal=1)
-        hidden = self.target_embedding(target)                           # (B, T, d)
+        causal = torch.triu(
+            torch.ones(T, T, dtype=torch.bool, device=target.device), diagonal=1
+        )
+        hidden = self.target_embedding(target)  # (B, T, d)
         for layer in self.decoder:
-            hidden = layer(hidden, memory, tgt_mask=causal, tgt_key_padding_mask=target_pad,
-                           memory_key_padding_mask=source_pad)
-        return self.output(hidden)                                       # (B, T, V)
+            hidden = layer(
+                hidden,
+                memory,
+                tgt_mask=causal,
+                tgt_key_padding_mask=target_pad,
+                memory_key_padding_mask=source_pad,
+            )
+        return self.output(hidden)  # (B, T, V)

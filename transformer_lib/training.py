@@ -16,9 +16,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
-from .recipe import (TrainingConfig, autocast, inverse_sqrt_factor,
-                                    linear_decay_factor, parameter_dtype, sequence_loss)
+from .recipe import TrainingConfig, autocast, inverse_sqrt_factor
+from .recipe import linear_decay_factor, parameter_dtype, sequence_loss
 from .utils import check_shape, seed_everything
 
 # %% auto #0
@@ -27,36 +29,35 @@ __all__ = ['LossFn', 'make_optimizer', 'make_scheduler', 'evaluate', 'StepResult
 
 # %% ../notebooks/06b_training.ipynb #8fa5af15
 def make_optimizer(model: nn.Module, config: TrainingConfig) -> torch.optim.AdamW:
-    """AdamW with the config's lr, betas, eps and decoupled weight decay (plain Adam when it is 0)."""
-    return torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas, eps=config.eps,
-                             weight_decay=config.weight_decay)
+    """AdamW with the config's lr, betas, eps and decoupled weight decay (0: Adam)."""
+    c = config
+    hyper = dict(lr=c.lr, betas=c.betas, eps=c.eps, weight_decay=c.weight_decay)
+    return torch.optim.AdamW(model.parameters(), **hyper)
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainingConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    """LambdaLR multiplying the peak lr by the schedule's factor (optimizer step k uses step k + 1)."""
-    if config.schedule == "constant":
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0)
-    if config.schedule == "linear":
-        return torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda k: linear_decay_factor(k + 1, config.warmup, config.steps))
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_factor(k + 1, config.warmup))
+def make_scheduler(optimizer: Optimizer, config: TrainingConfig) -> LambdaLR:
+    """LambdaLR: the peak lr times the schedule's factor (step k uses that of k + 1)."""
+    c, linear = config, linear_decay_factor
+    if c.schedule == "constant":
+        return LambdaLR(optimizer, lambda k: 1.0)
+    if c.schedule == "linear":
+        return LambdaLR(optimizer, lambda k: linear(k + 1, c.warmup, c.steps))
+    return LambdaLR(optimizer, lambda k: inverse_sqrt_factor(k + 1, c.warmup))
 
 # %% ../notebooks/06b_training.ipynb #214625f5
 @torch.no_grad()
-def evaluate(model: nn.Module, batches: Iterable, pad_id: int = 0,
-             decode: Callable[[nn.Module, torch.Tensor, int], torch.Tensor] | None = None,
-             ) -> dict[str, float]:
-    """Teacher-forced loss per non-PAD label (no smoothing) and, with `decode`, the exact match.
+def evaluate(
+    model: nn.Module, batches: Iterable, pad_id: int = 0,
+    decode: Callable[[nn.Module, torch.Tensor, int], torch.Tensor] | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """Teacher-forced loss per non-PAD label (no smoothing); with `decode`, exact match.
 
     Args:
-        model: maps (src, tgt_in) to logits; run in eval mode, then left in its former mode.
-        batches: (src, tgt_in, labels) batches, e.g. a list made by `data.batches`.
+        model: maps (src, tgt_in) to logits; run in eval mode, then left as it was.
+        batches: (src (B, S), tgt_in (B, T), labels (B, T)) batches (`data.batches`).
         pad_id: the padding id of the labels.
-        decode: `decode(model, src, max_new_tokens)` -> ids, BOS first (`generation.greedy`),
-            given T + 1 new tokens; adds "exact_match", the fraction generated exactly.
-
-    Shapes:
-        src (B, S), tgt_in (B, T), labels (B, T) -> {"loss": float, "exact_match": float}.
+        decode: `decode(model, src, n)` -> ids, BOS first (`generation.greedy`), given
+            n = T + 1 new tokens; adds "exact_match", the fraction generated exactly.
     """
     was_training, device = model.training, next(model.parameters()).device
     model.eval()
@@ -73,90 +74,95 @@ def evaluate(model: nn.Module, batches: Iterable, pad_id: int = 0,
     model.train(was_training)
     if count == 0:
         raise ValueError("batches hold no non-PAD label to evaluate")
-    return {"loss": total / count} | ({} if decode is None else {"exact_match": hits / rows})
+    matches = {} if decode is None else {"exact_match": hits / rows}
+    return {"loss": total / count} | matches
 
 # %% ../notebooks/06b_training.ipynb #d9a58efb
 class StepResult(NamedTuple):
     """What `run_steps` hands to its callback after each step."""
 
-    step: int                 # steps taken so far, this one included
-    loss: float               # the logged loss of the step
-    grad_norm: float          # the global gradient norm, before clipping
-    lr: float                 # the learning rate the step used
+    step: int  # steps taken so far, this one included
+    loss: float  # the logged loss of the step
+    grad_norm: float  # the global gradient norm, before clipping
+    lr: float  # the learning rate the step used
 
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
-
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Sequence[torch.Tensor],
-               config: TrainingConfig, loss_fn: LossFn | None = None) -> tuple[float, float]:
+# %% ../notebooks/06b_training.ipynb #6b0a0004
+def train_step(model: nn.Module, optimizer: Optimizer, batch: Sequence[torch.Tensor],
+               config: TrainingConfig, loss_fn: LossFn | None = None,
+               ) -> tuple[float, float]:  # fmt: skip
     """One update: zero the gradients, loss, backward, clip, optimiser step.
 
     Args:
-        model: maps (src, tgt_in) to logits (a `DistributedDataParallel` wrapper averages the
-            gradients over the processes in the backward pass). If it (or the module it wraps)
-            has `check_inputs`, as `Transformer`, the batch is checked there, before it moves to
-            the device, and the forward pass runs with `validate=False`: no host sync in the step.
+        model: maps (src, tgt_in) to logits; a DDP wrapper averages the gradients. If it
+            (or the module it wraps) has `check_inputs` (`Transformer`), the batch is
+            checked there before it moves, and the forward runs with `validate=False`.
         batch: (src, tgt_in, labels), moved to the model's device.
-        config: its `pad_id`, `label_smoothing`, `clip` (None: the norm is only measured) and
-            `precision` (the forward pass runs in `autocast(config.precision, ...)`).
-        loss_fn: `loss_fn(logits, labels)` -> (loss to back-propagate, loss to log); default
-            `sequence_loss` with the config's smoothing, for both.
+        config: its `pad_id`, `label_smoothing`, `clip` (None: only measure the norm)
+            and `precision` (the forward pass runs in `autocast(precision, ...)`).
+        loss_fn: `loss_fn(logits, labels)` -> (loss to back-propagate, loss to log);
+            default `sequence_loss` with the config's smoothing, for both.
 
     Returns:
-        (the logged loss, the gradient norm before clipping) as floats. Shapes: logits (B, T, V).
+        (logged loss, gradient norm before clipping) as floats. Logits: (B, T, V).
     """
     device = next(model.parameters()).device
-    check = getattr(getattr(model, "module", model), "check_inputs", None)   # under DDP: .module
+    check = getattr(getattr(model, "module", model), "check_inputs", None)
     options = {} if check is None else {"validate": False, "padding": check(*batch[:2])}
     src, tgt_in, labels = (t.to(device) for t in batch)
     optimizer.zero_grad(set_to_none=True)
     with autocast(config.precision, device.type):
-        logits = model(src, tgt_in, **options)                                # (B, T, V)
+        logits = model(src, tgt_in, **options)  # (B, T, V)
     if loss_fn is None:
-        loss = logged = sequence_loss(logits, labels, config.pad_id, config.label_smoothing)
+        smoothing = config.label_smoothing
+        loss = logged = sequence_loss(logits, labels, config.pad_id, smoothing)
     else:
         loss, logged = loss_fn(logits, labels)
     loss.backward()
-    max_norm = math.inf if config.clip is None else config.clip    # inf: measure, scale by 1
+    max_norm = math.inf if config.clip is None else config.clip  # inf: only measure
     grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     optimizer.step()
     return logged.item(), grad_norm.item()
 
-
-def run_steps(model: nn.Module, optimizer: torch.optim.Optimizer,
-              scheduler: torch.optim.lr_scheduler.LRScheduler,
-              train_batches: Callable[[int], Iterable], config: TrainingConfig,
-              on_step: Callable[[StepResult], bool | None] | None = None, *,
-              loss_fn: LossFn | None = None, step: int = 0, epoch: int = 0, skip: int = 0) -> int:
-    """The training loop: steps `step` + 1 ... `config.steps`, then the number of steps taken.
+# %% ../notebooks/06b_training.ipynb #6b0a0005
+def run_steps(
+    model: nn.Module, optimizer: Optimizer, scheduler: LRScheduler,
+    train_batches: Callable[[int], Iterable], config: TrainingConfig,
+    on_step: Callable[[StepResult], bool | None] | None = None, *,
+    loss_fn: LossFn | None = None, step: int = 0, epoch: int = 0, skip: int = 0,
+) -> int:  # fmt: skip
+    """The training loop: steps `step` + 1 ... `config.steps`; returns the steps taken.
 
     Each step reads the learning rate, runs `train_step`, steps the scheduler and calls
-    `on_step(StepResult(...))`, which records, evaluates, logs or saves; True stops the loop.
+    `on_step(StepResult(...))`, which records, evaluates, logs or saves (True: stop).
 
     Args:
-        model, optimizer, scheduler: what the steps update; the model is put in training mode.
-        train_batches: `train_batches(epoch)` returns one pass of (src, tgt_in, labels) batches.
+        model, optimizer, scheduler: what the steps update (the model: training mode).
+        train_batches: `train_batches(epoch)` returns one pass of (src, tgt_in, labels).
         config: `steps`, `compile` (compile `model` first), and what `train_step` reads;
             `loss_fn` is passed on to it.
-        step, epoch, skip: where a continued run starts: steps taken, their last epoch and the
-            number of its batches used.
+        step, epoch, skip: where a continued run starts: steps taken, their last epoch
+            and the number of its batches used.
     """
-    dtypes = {p.dtype for p in model.parameters()} - {parameter_dtype(config.precision)}
+    wanted = parameter_dtype(config.precision)
+    dtypes = {p.dtype for p in model.parameters()} - {wanted}
     if dtypes:
-        raise TypeError(f"precision {config.precision!r} trains {parameter_dtype(config.precision)} "
-                        f"weights, but the model has {sorted(map(str, dtypes))} ones")
+        message = f"precision {config.precision!r} trains {wanted} weights, but the"
+        raise TypeError(f"{message} model has {sorted(map(str, dtypes))} ones")
     if config.compile:
-        model.compile()                          # in place: the state_dict keeps its names
+        model.compile()  # in place: the state_dict keeps its names
     model.train()
     stop = False
     while step < config.steps and not stop:
-        for batch in itertools.islice(train_batches(epoch), skip, None):   # skip the used ones
+        for batch in itertools.islice(train_batches(epoch), skip, None):  # unused ones
             lr = scheduler.get_last_lr()[0]
             loss, grad_norm = train_step(model, optimizer, batch, config, loss_fn)
             scheduler.step()
             step += 1
-            stop = bool(on_step(StepResult(step, loss, grad_norm, lr))) if on_step else False
+            result = StepResult(step, loss, grad_norm, lr)
+            stop = bool(on_step(result)) if on_step else False
             if stop or step == config.steps:
                 break
         epoch, skip = epoch + 1, 0
@@ -165,8 +171,7 @@ def run_steps(model: nn.Module, optimizer: torch.optim.Optimizer,
 # %% ../notebooks/06b_training.ipynb #ae2e3f08
 @dataclass
 class History:
-    """What `train` records: per step the loss, lr and gradient norm (before clipping); every
-    `eval_every` steps the validation loss; the best step and its loss."""
+    """`train`'s record: per step loss, lr, gradient norm; evaluations; best step."""
 
     train_loss: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
@@ -177,29 +182,29 @@ class History:
     best_valid_loss: float = math.inf
     seconds: float = 0.0
 
-
+# %% ../notebooks/06b_training.ipynb #6b0a0008
 def _progress_bar(total: int, enabled: bool):
     if not enabled:
         return None
     try:
-        from tqdm import tqdm          # the text bar: works in terminals, notebooks and CI logs
-    except ImportError:                # tqdm is optional: no bar without it
+        from tqdm import tqdm  # the text bar: works in terminals, notebooks and CI logs
+    except ImportError:  # tqdm is optional: no bar without it
         return None
     return tqdm(total=total, desc="training", leave=False, mininterval=2.0)
 
-
-def train(model: nn.Module, train_batches: Callable[[int], Iterable], valid_batches: list,
-          config: TrainingConfig) -> History:
-    """Train for `config.steps` steps (`run_steps`), then load the best validation weights.
+# %% ../notebooks/06b_training.ipynb #6b0a0009
+def train(model: nn.Module, train_batches: Callable[[int], Iterable],
+          valid_batches: list, config: TrainingConfig) -> History:  # fmt: skip
+    """Train `config.steps` steps (`run_steps`), then load the best validation weights.
 
     Args:
-        model: maps (src, tgt_in) to logits; it ends in training mode, with the best weights.
-        train_batches: `train_batches(epoch)` returns one pass of (src, tgt_in, labels) batches,
-            for epoch = 0, 1, ... until the steps are done.
-        valid_batches: a list of such batches, evaluated every `eval_every` steps and at the end.
-        config: the recipe; `config.seed` seeds the generators first (dropout draws from them).
+        model: maps (src, tgt_in) to logits; ends in training mode, best weights loaded.
+        train_batches: `train_batches(epoch)` returns one pass of (src, tgt_in, labels)
+            batches, for epoch = 0, 1, ... until the steps are done.
+        valid_batches: a list of such batches, evaluated every `eval_every` steps, last.
+        config: the recipe; `config.seed` seeds the generators (dropout draws) first.
     """
-    _ = seed_everything(config.seed)                       # dropout draws
+    _ = seed_everything(config.seed)  # dropout draws
     optimizer, history = make_optimizer(model, config), History()
     scheduler = make_scheduler(optimizer, config)
     best_state, start = copy.deepcopy(model.state_dict()), time.perf_counter()
@@ -218,7 +223,7 @@ def train(model: nn.Module, train_batches: Callable[[int], Iterable], valid_batc
                 history.best_step, history.best_valid_loss = result.step, valid
                 best_state = copy.deepcopy(model.state_dict())
         if bar is not None:
-            bar.set_postfix(loss=f"{result.loss:.3f}", refresh=False)   # drawn by update
+            bar.set_postfix(loss=f"{result.loss:.3f}", refresh=False)  # drawn by update
             bar.update(1)
 
     run_steps(model, optimizer, scheduler, train_batches, config, record)
@@ -229,12 +234,15 @@ def train(model: nn.Module, train_batches: Callable[[int], Iterable], valid_batc
     return history
 
 # %% ../notebooks/06b_training.ipynb #9930b62e
-def exact_match(generated: torch.Tensor, labels: torch.Tensor, bos_id: int = 1, pad_id: int = 0) -> torch.Tensor:
-    """Bool (B,): generated ids (B, 1 + n) (BOS first, padded after EOS) equal labels (B, T) up to EOS."""
+def exact_match(
+    generated: torch.Tensor, labels: torch.Tensor, bos_id: int = 1, pad_id: int = 0
+) -> torch.Tensor:
+    """Bool (B,): generated ids (B, 1 + n), BOS first, equal labels (B, T) up to EOS."""
     check_shape(generated, (labels.shape[0], None), "generated")
     if not torch.all(generated[:, 0] == bos_id):
         raise ValueError(f"generated must start with BOS ({bos_id}) in every row")
     predicted = generated[:, 1:]
     width = max(predicted.shape[1], labels.shape[1])
     predicted = F.pad(predicted, (0, width - predicted.shape[1]), value=pad_id)
-    return predicted.eq(F.pad(labels, (0, width - labels.shape[1]), value=pad_id)).all(dim=1)
+    padded = F.pad(labels, (0, width - labels.shape[1]), value=pad_id)
+    return predicted.eq(padded).all(dim=1)

@@ -26,21 +26,28 @@ def get_device(name: str | None = None) -> torch.device:
     Order of precedence: the `name` argument, then the `TT_DEVICE` environment variable,
     then `cuda` when available, else `cpu`.
     """
-    chosen = name or os.environ.get(DEVICE_ENV_VAR) or ("cuda" if torch.cuda.is_available() else "cpu")
+    chosen = name or os.environ.get(DEVICE_ENV_VAR)
+    if not chosen:
+        chosen = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(chosen)
     except RuntimeError as err:
-        raise ValueError(f"device name {chosen!r} is not a torch device; expected e.g. 'cpu', "
-                         "'cuda' or 'cuda:0'") from err
+        raise ValueError(
+            f"device name {chosen!r} is not a torch device; expected e.g. 'cpu', "
+            "'cuda' or 'cuda:0'"
+        ) from err
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {chosen!r} was requested but CUDA is not available here; use 'cpu'")
+        raise ValueError(
+            f"device {chosen!r} was requested but CUDA is not available here; use 'cpu'"
+        )
     return device
 
 # %% ../notebooks/00_utils.ipynb #9490b3b0
 def seed_everything(seed: int) -> torch.Generator:
-    """Seed Python's, NumPy's (if installed) and PyTorch's generators (CPU and CUDA).
+    """Seed Python's, NumPy's (if installed) and PyTorch's generators (CPU, CUDA).
 
-    Returns a fresh CPU `torch.Generator` seeded with `seed`, for code that takes one explicitly.
+    Returns a fresh CPU `torch.Generator` seeded with `seed`, for code that takes one
+    explicitly.
     """
     seed = check_positive_int(seed, "seed", allow_zero=True)
     random.seed(seed)
@@ -58,23 +65,26 @@ GLUE_DIGITS = 4
 
 
 def glue(name: str, value: object, display: bool = False) -> object:
-    """Record `value` under `name` for the book's prose, where {glue:text}`name` shows it.
+    """Record `value` under `name` for the prose, where {glue:text}`name` shows it.
 
-    myst-nb reads the recorded value when it builds the page, so a number quoted in the text is
-    the number this run computed. Where myst-nb is not installed (e.g. Colab), nothing is
-    recorded. Returns `value` (a NumPy float as a Python float).
+    myst-nb reads the recorded value when it builds the page, so a number quoted in the
+    text is the number this run computed. Where myst-nb is not installed (e.g. Colab),
+    nothing is recorded. Returns `value` (a NumPy float as a Python float).
 
-    A float must come rounded to at most `GLUE_DIGITS` significant digits: its full repr differs
-    from one CPU's kernels (and thread count) to another's, and the stored value is compared.
+    A float must come rounded to at most `GLUE_DIGITS` significant digits: its full repr
+    differs from one CPU's kernels (and thread count) to another's, and the stored value
+    is compared.
     """
     if isinstance(value, Real) and not isinstance(value, Integral):
-        text = str(value).lstrip("-").split("e")[0]          # shortest repr, mantissa only
+        text = str(value).lstrip("-").split("e")[0]  # shortest repr, mantissa only
         digits = text.replace(".", "").lstrip("0").rstrip("0")
         if len(digits) > GLUE_DIGITS:
-            raise ValueError(f"glue {name!r}: got the float {value!r}, whose last digits depend on "
-                             f"the CPU; round it to the digits the prose shows (at most "
-                             f"{GLUE_DIGITS} significant), e.g. round(value, 2)")
-        value = float(str(value))                           # np.float32(0.07) -> 0.07
+            raise ValueError(
+                f"glue {name!r}: got the float {value!r}, whose last digits depend on "
+                f"the CPU; round it to the digits the prose shows (at most "
+                f"{GLUE_DIGITS} significant), e.g. round(value, 2)"
+            )
+        value = float(str(value))  # np.float32(0.07) -> 0.07
     try:
         from myst_nb import glue as record
     except ImportError:
@@ -84,7 +94,7 @@ def glue(name: str, value: object, display: bool = False) -> object:
 
 # %% ../notebooks/00_utils.ipynb #43666e4b
 def check_positive_int(value, name: str, *, allow_zero: bool = False) -> int:
-    """Return `value` as an `int` if it is an integer > 0 (or >= 0 with `allow_zero`)."""
+    """Return `value` as an `int` if it is an integer > 0 (>= 0 with `allow_zero`)."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     low = 0 if allow_zero else 1
@@ -96,25 +106,29 @@ def check_positive_int(value, name: str, *, allow_zero: bool = False) -> int:
 def check_probability(value, name: str = "dropout") -> float:
     """Return `value` as a float if it is a probability in [0, 1) (dropout rates)."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__} {value!r}")
+        got = f"{type(value).__name__} {value!r}"
+        raise TypeError(f"{name} must be a float in [0, 1), got {got}")
     if not 0.0 <= float(value) < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {value}")
     return float(value)
 
-
-def check_shape(tensor: torch.Tensor, expected: Sequence[int | None], name: str = "tensor") -> torch.Tensor:
+# %% ../notebooks/00_utils.ipynb #00u0a005
+def check_shape(
+    tensor: torch.Tensor, expected: Sequence[int | None], name: str = "tensor"
+) -> torch.Tensor:
     """Return `tensor` if its shape matches `expected` (`None` matches any size)."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
     shape = tuple(tensor.shape)
-    if len(shape) != len(expected) or any(e is not None and e != s for s, e in zip(shape, expected)):
+    differs = any(e is not None and e != s for s, e in zip(shape, expected))
+    if len(shape) != len(expected) or differs:
         want = "[" + ", ".join("*" if e is None else str(e) for e in expected) + "]"
         raise ValueError(f"{name} must have shape {want}, got {list(shape)}")
     return tensor
 
 
 def trust_inputs(module: torch.nn.Module) -> torch.nn.Module:
-    """Turn off the input checks of every layer inside `module` (not of `module` itself).
+    """Turn off the input checks of every layer inside `module` (not of `module`).
 
     A layer used on its own checks its inputs at its entry (`validate_inputs`, True by
     default). Inside a model, the model has checked them once already, at its boundary.

@@ -133,7 +133,7 @@ FLOOR_STAMP := $(FLOOR_VENV)/.installed
 $(FLOOR_STAMP): pyproject.toml | $(STAMP)
 	@test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
 	$(UV_INSTALL) --python $(FLOOR_VENV)/bin/python "torch==$(TORCH_FLOOR).*" "numpy<2" \
-		$$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis|psutil|graphviz)==' requirements.txt)
+		$$(grep -iE '^(babel|pytest|pytest-xdist|hypothesis|psutil|graphviz|matplotlib)==' requirements.txt)
 	$(UV_INSTALL) --python $(FLOOR_VENV)/bin/python --no-deps -e .
 	@touch $@
 floor-setup: setup $(FLOOR_STAMP)

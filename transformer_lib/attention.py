@@ -188,8 +188,8 @@ class TransformerMasks(NamedTuple):
     tgt_is_causal: bool = False
 
     def as_kwargs(self) -> dict[str, Tensor | bool | None]:
-        """Keyword arguments for `nn.Transformer.forward` (and this book's model)."""
-        return self._asdict()
+        """Fields as keyword arguments (`_asdict` breaks torch 2.2's compiled graph)."""
+        return {f: getattr(self, f) for f in type(self)._fields}
 
     def dense(self) -> dict[str, Tensor]:
         """The full bool mask of each attention, of masks made by `build_masks`:

@@ -163,8 +163,8 @@ class Transformer(nn.Module):
             if not padding.src and src_pad.any():
                 msg = "padding.src is False, but src_key_padding_mask marks PAD"
                 raise ValueError(msg)
-        kw = call_masks(src_pad, self._pad(tgt_in), padding, cache, start).as_kwargs()
-        del kw["src_key_padding_mask"]  # the encoder's
+        masks = call_masks(src_pad, self._pad(tgt_in), padding, cache, start)
+        kw = {k: v for k, v in masks.as_kwargs().items() if k != "src_key_padding_mask"}
         x = self.tgt_embed(tgt_in, start=start)  # (B, T, d)
         return self.output(self.decoder(x, memory, cache=cache, **kw))  # (B, T, V)
 

@@ -99,7 +99,7 @@ class Transformer(nn.Module):
 
     def check_inputs(self, src: Tensor, tgt_in: Tensor) -> Padding:
         """The model's one check of a batch (lengths, ids in range, no all-PAD source,
-        BOS first) -> where it holds PAD. Host sync: call it where batches are made."""
+        no PAD in tgt_in[:, 0]) -> Padding. Host sync: call where batches are made."""
         self._check_src(src, self._pad(src))
         self._check_tgt(tgt_in, 0)
         return find_padding(src, tgt_in, self.config.pad_id)
@@ -152,7 +152,7 @@ class Transformer(nn.Module):
             )
         start = 0 if cache is None else cache.position  # before the cache grows
         if validate and not _compiling():  # host sync
-            self._check_tgt(tgt_in, int(start))  # ids, length, BOS first
+            self._check_tgt(tgt_in, int(start))  # ids, length, no PAD in column 0
             if memory is not None and (memory.ndim != 3 or len(memory) != len(tgt_in)):
                 raise ValueError(
                     "memory [B, S, d] and tgt_in must have the same batch size, got "
@@ -211,7 +211,7 @@ class Transformer(nn.Module):
         check_token_ids(tgt_in, self.config.tgt_vocab_size, "tgt_in")
         if start == 0 and tgt_in[:, 0].eq(self.config.pad_id).any():
             raise ValueError(
-                "tgt_in must start with a valid token (BOS) in every row, got "
+                "tgt_in must start with a valid token (not PAD) in every row, got "
                 "padding in column 0"
             )
 

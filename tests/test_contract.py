@@ -326,3 +326,38 @@ def test_shown_cells_are_short_and_fit_88_columns(path):
         if not tags & FOLDED:
             assert len(lines) <= MAX_SHOWN_LINES, (
                 f"{path.name}, cell {cell.get('id')}: {len(lines)} shown lines (fold it or split it)")
+
+
+def exercise_cells(path: Path) -> list[dict] | None:
+    """The cells after the Markdown cell with an "Exercises" heading; None without one."""
+    all_cells = cells(path)
+    for i, cell in enumerate(all_cells):
+        headings = [line for line in source(cell).splitlines() if line.startswith("#")]
+        if cell["cell_type"] == "markdown" and any("Exercises" in h for h in headings):
+            return all_cells[i + 1:]
+    return None
+
+
+def has_assert(cell: dict) -> bool:
+    """Whether the code cell holds an `assert` statement (not the word in a comment)."""
+    import ast
+
+    text = "\n".join(line for line in source(cell).splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Assert) for node in ast.walk(tree))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exercises_are_checked_by_an_executed_assert(path):
+    """Every chapter with exercises computes and asserts at least one answer after them, in a
+    cell that ran (issue 25: every exercise checked)."""
+    after = exercise_cells(path)
+    if after is None:
+        return
+    checked = [c for c in after if c["cell_type"] == "code" and c.get("execution_count") is not None
+               and has_assert(c)]
+    assert checked, (f"{path.name}: no executed code cell after the Exercises heading holds an "
+                     "assert; add a folded (hide-input) solution cell that computes and asserts")

@@ -211,8 +211,8 @@ def test_one_call_checks_its_inputs_once_at_the_boundary(monkeypatch):
     from transformer_lib.norm import LayerNorm
 
     model, (src, tgt) = small(), batch()
-    inner = [m for m in model.modules() if hasattr(m, "validate_inputs")]
-    assert len(inner) > 10 and not any(m.validate_inputs for m in inner)
+    inner = [m for m in model.modules() if hasattr(m, "validate")]
+    assert len(inner) > 10 and not any(m.validate for m in inner)
     layer_checks, id_checks = [], []
     for cls in (MultiHeadAttention, EncoderLayer, DecoderLayer, TransformerEmbedding, LayerNorm):
         monkeypatch.setattr(cls, "check_inputs", lambda self, *a, **k: layer_checks.append(self))
@@ -235,3 +235,60 @@ def test_a_layer_used_alone_still_checks_its_input():
             layer(x, x, x) if isinstance(layer, MultiHeadAttention) else layer(x)
     with pytest.raises(ValueError, match="memory must have shape"):
         DecoderLayer(16, 2, 32)(torch.zeros(2, 3, 16), torch.zeros(3, 4, 16))
+
+
+def test_the_layers_of_a_model_are_built_not_to_check():
+    """The model tells its layers at construction (validate=False); a layer made alone checks."""
+    from transformer_lib.decoder import Decoder, DecoderLayer
+    from transformer_lib.encoder import Encoder, EncoderLayer
+    from transformer_lib.multihead import MultiHeadAttention
+
+    kinds = (MultiHeadAttention, EncoderLayer, DecoderLayer, Encoder, Decoder)
+    inner = [m for m in small().modules() if isinstance(m, kinds)]
+    assert len(inner) == 6 + 2 + 2 + 2 and not any(m.validate for m in inner)   # 6 attentions, 4 layers, 2 stacks
+    assert all(not m._forward_pre_hooks for m in inner)               # no hook runs a check
+    alone = [MultiHeadAttention(16, 2), EncoderLayer(16, 2, 32), DecoderLayer(16, 2, 32)]
+    assert all(m.validate for m in alone)
+
+
+@pytest.mark.parametrize("src_rows, tgt_rows", [(1, 2), (3, 2), (2, 1)])
+def test_a_batch_size_mismatch_is_refused_at_the_boundary(src_rows, tgt_rows):
+    model, (src, tgt) = small(), batch()
+    src, tgt = src[:1].repeat(src_rows, 1), tgt[:1].repeat(tgt_rows, 1)
+    with pytest.raises(ValueError, match=rf"same batch size, got src \[{src_rows}, .*tgt_in \[{tgt_rows}, "):
+        model(src, tgt)
+
+
+def test_the_masks_are_made_once_per_call(monkeypatch):
+    """A 3 + 3-layer forward hands SDPA one mask per kind of attention, the same tensor to every
+    layer of that kind, and scans no mask for fully masked rows."""
+    import transformer_lib.attention as attention_module
+
+    model, (src, tgt) = small(num_encoder_layers=3, num_decoder_layers=3), batch()
+    assert padding_of(src, tgt) == Padding(src=True, tgt=True)
+    handed, sdpa = [], F.scaled_dot_product_attention
+    scans = []
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda *a, attn_mask=None, **k: handed.append(attn_mask) or sdpa(*a, attn_mask=attn_mask, **k))
+    monkeypatch.setattr(attention_module, "fully_masked_rows", lambda m: scans.append(m) or m.all(-1, keepdim=True))
+    with torch.no_grad():
+        model.eval()(src, tgt)
+    encoder, decoder, cross = handed[:3], handed[3::2], handed[4::2]
+    assert len(handed) == 9 and len({id(m) for m in handed}) == 3
+    assert all(m is encoder[0] for m in encoder) and all(m is decoder[0] for m in decoder)
+    assert all(m is cross[0] for m in cross) and scans == []
+    assert decoder[0].shape == (2, 1, tgt.shape[1], tgt.shape[1]) and encoder[0].shape == (2, 1, 1, src.shape[1])
+
+
+def padding_of(src, tgt):
+    from transformer_lib.attention import find_padding
+    return find_padding(src, tgt, 0)
+
+
+def test_the_config_is_frozen_and_built_with_keywords():
+    import dataclasses
+
+    config = small().config
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.d_model = 32
+    assert dataclasses.replace(config, d_model=32).d_model == 32 and config.d_model == 16

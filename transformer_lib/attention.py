@@ -16,10 +16,10 @@ from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
 __all__ = ['to_additive_mask', 'to_sdpa_mask', 'fully_masked_rows', 'check_mask_dtype', 'attention', 'causal_mask',
-           'padding_mask', 'TransformerMasks', 'build_masks', 'Padding', 'call_masks', 'find_padding']
+           'padding_mask', 'TransformerMasks', 'build_masks', 'Padding', 'AttentionMasks', 'key_padding_mask_4d',
+           'decoder_self_mask', 'call_masks', 'find_padding']
 
 # %% ../notebooks/02_attention.ipynb #5e06a748
-# fmt: off
 def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """The additive mask M of softmax(QK^T/sqrt(d_k) + M), same shape: a bool `mask`
     (True = may not attend) becomes 0 / -inf in `dtype`; a floating one is cast."""
@@ -46,13 +46,20 @@ def check_mask_dtype(mask: Tensor, name: str) -> None:
     if not isinstance(mask, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"{name} must be a bool tensor (True = may not attend) or a "
-                        f"floating additive mask, got dtype {mask.dtype}")
+        raise TypeError(
+            f"{name} must be a bool tensor (True = may not attend) or a "
+            f"floating additive mask, got dtype {mask.dtype}"
+        )
 
 
-def _check_attention_args(query: Tensor, key: Tensor, value: Tensor,
-                          mask: Tensor | None, dropout_p: float,
-                          is_causal: bool) -> None:
+def _check_attention_args(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+) -> None:
     """The argument checks of `attention`, at its public entry, out of its formula."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
@@ -61,19 +68,25 @@ def _check_attention_args(query: Tensor, key: Tensor, value: Tensor,
             raise ValueError(f"{name} must have shape [..., L, d], got {list(t.shape)}")
     Lq, Lk = query.shape[-2], key.shape[-2]
     if key.shape[-1] != query.shape[-1]:
-        raise ValueError(f"key must have width d_k = {query.shape[-1]} like query, "
-                         f"got {list(key.shape)}")
+        raise ValueError(
+            f"key must have width d_k = {query.shape[-1]} like query, "
+            f"got {list(key.shape)}"
+        )
     if value.shape[-2] != Lk:
-        raise ValueError(f"value must have Lk = {Lk} positions like key, "
-                         f"got {list(value.shape)}")
+        raise ValueError(
+            f"value must have Lk = {Lk} positions like key, got {list(value.shape)}"
+        )
     if mask is not None:
         check_mask_dtype(mask, "mask")
         if mask.dim() < 2 or mask.shape[-1] != Lk or mask.shape[-2] not in (1, Lq):
-            raise ValueError(f"mask must broadcast to [..., Lq, Lk] = "
-                             f"[..., {Lq}, {Lk}], got {list(mask.shape)}")
+            raise ValueError(
+                f"mask must broadcast to [..., Lq, Lk] = "
+                f"[..., {Lq}, {Lk}], got {list(mask.shape)}"
+            )
     if is_causal and Lq != Lk:
-        raise ValueError(f"is_causal needs as many queries as keys, "
-                         f"got Lq = {Lq} and Lk = {Lk}")
+        raise ValueError(
+            f"is_causal needs as many queries as keys, got Lq = {Lq} and Lk = {Lk}"
+        )
     check_probability(dropout_p, "dropout_p")
 
 
@@ -95,13 +108,20 @@ def _unmask_dead_rows(mask: Tensor | None) -> tuple[Tensor | None, Tensor | None
     return opened, dead
 
 
-def _sdpa(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None,
-          dropout_p: float, is_causal: bool) -> Tensor:
+def _sdpa(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+) -> Tensor:
     """`F.scaled_dot_product_attention` with our masks (bool True = may not attend)."""
     if mask is not None:
         mask = to_sdpa_mask(mask if mask.dtype == torch.bool else mask.to(query.dtype))
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask,
-                                          dropout_p=dropout_p, is_causal=is_causal)
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+    )
 
 
 def _zero_rows(x: Tensor, dead: Tensor | None) -> Tensor:
@@ -109,9 +129,15 @@ def _zero_rows(x: Tensor, dead: Tensor | None) -> Tensor:
     return x if dead is None else x.masked_fill(dead, 0.0)
 
 
-def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-              dropout_p: float = 0.0, fused: bool = False,
-              is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+def attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    fused: bool = False,
+    is_causal: bool = False,
+) -> tuple[Tensor, Tensor | None]:
     """Scaled dot-product attention: softmax(Q K^T / sqrt(d_k) + M) V.
 
     Args:
@@ -131,14 +157,25 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
     return _attention(query, key, value, mask, dropout_p, fused, is_causal)
 
 
-def _attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-               dropout_p: float = 0.0, fused: bool = False,
-               is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
-    """`attention` without argument checks, for callers that checked them."""
+def _attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    fused: bool = False,
+    is_causal: bool = False,
+    rows_checked: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """`attention` without argument checks, for callers that checked them;
+    `rows_checked`: the caller's mask has no fully masked row (the model's masks of
+    validated ids), so the scan for such rows is skipped."""
     # the causal flag only where SDPA takes it: else the causal mask as a tensor
     if is_causal and (mask is not None or not fused):
         mask, is_causal = _with_future(mask, query.shape[-2], query.device), False
-    mask, dead = _unmask_dead_rows(mask)  # dead: rows with nothing to read
+    dead = None  # rows with nothing to read
+    if not rows_checked:
+        mask, dead = _unmask_dead_rows(mask)
     if fused:
         output = _sdpa(query, key, value, mask, dropout_p, is_causal)
         return _zero_rows(output, dead), None
@@ -217,7 +254,6 @@ def build_masks(src: Tensor, tgt_in: Tensor, pad_id: int) -> TransformerMasks:
     return TransformerMasks(src_pad, future, tgt_pad, src_pad)
 
 # %% ../notebooks/02_attention.ipynb #a4d8e6b2
-# fmt: off
 class Padding(NamedTuple):
     """Whether a batch holds PAD in its source and in its target input. Where it holds
     none, the model drops that mask and passes the causal mask as a flag (flash)."""
@@ -226,25 +262,79 @@ class Padding(NamedTuple):
     tgt: bool = True
 
 
-def call_masks(src_pad: Tensor | None, tgt_pad: Tensor, padding: Padding = Padding(),
-               cache=None, start: int | Tensor = 0) -> TransformerMasks:
-    """The masks of one call of the model, made once: src_pad (B, S) and tgt_pad (B, T)
-    (True = PAD), for target positions start ... start + T - 1 after a decoding cache's
-    positions (the cache records their padding). None where `padding` says there is no
-    PAD; without a cache and PAD in the target, the causal mask is the flag
-    `tgt_is_causal`."""
+class AttentionMasks(NamedTuple):
+    """The masks of one call of the model, each made once and handed, the same tensor,
+    to every layer of its kind: additive (0 where a query may read a key, -inf where
+    not: the M of softmax(Q K^T / sqrt(d_k) + M)), broadcast over heads; None where
+    nothing is masked.
+
+    Shapes:
+        encoder (B, 1, 1, S): the source padding, for encoder self-attention;
+        decoder (B, 1, T, Lk): the future and the target padding, for decoder
+        self-attention (Lk = T, or t + T after t cached positions); cross (B, 1, 1, S):
+        the source padding, for cross-attention; decoder_is_causal: the causal mask as
+        SDPA's flag instead of a `decoder` tensor (a flash kernel may run).
+    """
+
+    encoder: Tensor | None = None
+    decoder: Tensor | None = None
+    cross: Tensor | None = None
+    decoder_is_causal: bool = False
+
+
+def key_padding_mask_4d(key_padding_mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A key padding mask (B, Lk), bool (True = PAD) or additive, as the additive mask
+    (B, 1, 1, Lk) of every head and query."""
+    return to_additive_mask(key_padding_mask, dtype)[:, None, None, :]
+
+
+def decoder_self_mask(
+    keys_pad: Tensor, T: int, start: int | Tensor, dtype: torch.dtype
+) -> Tensor:
+    """The additive mask (B, 1, T, Lk) of T target positions start, ..., start + T - 1
+    over the Lk keys whose padding is `keys_pad` (B, Lk): query i may read key j if
+    j <= start + i and key j is not PAD. `start` may be a long tensor (1,) on the
+    device: no host sync."""
+    keys = torch.arange(keys_pad.shape[1], device=keys_pad.device)  # (Lk,)
+    queries = start + torch.arange(T, device=keys_pad.device)  # (T,)
+    blocked = (keys > queries[:, None]) | keys_pad[:, None, :]  # (B, T, Lk)
+    return to_additive_mask(blocked, dtype)[:, None]  # (B, 1, T, Lk)
+
+
+def call_masks(
+    src_pad: Tensor,
+    tgt_pad: Tensor | None = None,
+    padding: Padding = Padding(),
+    keys_pad: Tensor | None = None,
+    start: int | Tensor = 0,
+    dtype: torch.dtype = torch.float32,
+) -> AttentionMasks:
+    """The masks of one call of the model, made once.
+
+    Args:
+        src_pad: (B, S), True where the source is PAD.
+        tgt_pad: (B, T), True where the new target positions are PAD; None: encoder
+            only.
+        padding: where the batch holds no PAD, that mask is None; without PAD in the
+            target and without a cache, the causal mask is the flag `decoder_is_causal`.
+        keys_pad: the padding (B, Lk) of every key of decoder self-attention, cached
+            positions first (a decoding cache records it); None: `tgt_pad`, no cache.
+        start: the position of the first new target position (a cache's `position`).
+        dtype: the dtype of the additive masks (the model's).
+    """
+    source = key_padding_mask_4d(src_pad, dtype) if padding.src else None
+    if tgt_pad is None:
+        return AttentionMasks(encoder=source)
     T = tgt_pad.shape[1]
-    src_pad = src_pad if padding.src else None  # (B, S)
-    if cache is None and not padding.tgt:
-        return TransformerMasks(src_pad, None, None, src_pad, tgt_is_causal=T > 1)
-    keys_pad = tgt_pad if cache is None else cache.append_padding(tgt_pad)  # (B, Lk)
-    # the causal mask (T, Lk) of the T new positions; none for one position
-    future = None if T == 1 else causal_mask(start + T, tgt_pad.device)[start:]
-    return TransformerMasks(src_pad, future, keys_pad, src_pad)
+    if keys_pad is None and not padding.tgt:
+        return AttentionMasks(source, None, source, decoder_is_causal=T > 1)
+    keys_pad = tgt_pad if keys_pad is None else keys_pad  # (B, Lk)
+    return AttentionMasks(source, decoder_self_mask(keys_pad, T, start, dtype), source)
 
 
 def find_padding(src: Tensor, tgt_in: Tensor, pad_id: int) -> Padding:
     """Where `src` (B, S) and `tgt_in` (B, T) hold `pad_id`. It reads them on the host:
     call it where batches are made (on CPU tensors), not on the GPU in every step."""
-    return Padding(bool(padding_mask(src, pad_id).any()),
-                   bool(padding_mask(tgt_in, pad_id).any()))
+    return Padding(
+        bool(padding_mask(src, pad_id).any()), bool(padding_mask(tgt_in, pad_id).any())
+    )

@@ -203,7 +203,7 @@ def translate(
         if len(text) > longest:
             most = f"the model reads at most {longest}"
             raise ValueError(f"texts[{i}] has {len(text)} characters; {most}")
-    decode = decode or (lambda m, src, n: greedy(m, src, n, use_cache=True))
+    decode = decode or (lambda m, src, n: greedy(m, src, n))
     device, out = next(model.parameters()).device, []
     model.eval()
     for start in range(0, len(texts), batch_size):

@@ -5,30 +5,40 @@
 # %% ../notebooks/05_decoder.ipynb #5d3872b5
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
 
 from .multihead import KVCache, MultiHeadAttention
-from .encoder import copy_feed_forward, copy_norm
+from .encoder import check_call, copy_feed_forward, copy_norm
 from .encoder import independent_copies, torch_layer_arguments
-from .feedforward import FeedForward
+from .feedforward import feed_forward
 from .norm import ResidualSublayer
-from .utils import trust_inputs
 
 # %% auto #0
-__all__ = ['DecoderLayer', 'DecoderCache', 'Decoder']
+__all__ = ['DecoderLayer', 'DecodingCache', 'DecoderCache', 'Decoder']
 
 # %% ../notebooks/05_decoder.ipynb #59d0c3d5
 class DecoderLayer(nn.Module):
     """One decoder layer: tgt (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model)
 
     Masked self-attention, then cross-attention from the target to the memory, then
-    the feed-forward network, each in a `ResidualSublayer`. Boolean masks: True = may
-    not attend. While `cross_attention_record` is a list, each call appends its
-    cross-attention weights, averaged over heads, (B, T, S)
-    (`generation.recording_cross_attention` sets it).
+    the feed-forward network, each in a `ResidualSublayer`. Masks follow
+    `nn.TransformerDecoderLayer` (bool True = may not attend, or floating, added); a
+    model hands its masks made once, (B, 1, T, Lk) and (B, 1, 1, S), as `tgt_mask` and
+    `memory_mask` to every layer.
+
+    Args:
+        d_model, nhead, dim_feedforward, dropout, layer_norm_eps: as
+            `nn.TransformerDecoderLayer`; norm_first: pre-norm (True) or the paper's
+            post-norm (False).
+        activation: "relu" (the paper), "gelu", or "swiglu" (`feed_forward`).
+        validate: check every call's inputs; False inside a model, which checks once.
+        rope_max_len: RoPE in self-attention, up to this many positions (None: no).
     """
 
     def __init__(
@@ -40,19 +50,26 @@ class DecoderLayer(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
+        validate: bool = True,
+        rope_max_len: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout=dropout)
-        self.feed_forward = FeedForward(d_model, dim_feedforward, dropout, activation)
-        sublayer_args = (d_model, dropout, norm_first, layer_norm_eps)
-        self.self_attn_sublayer = ResidualSublayer(*sublayer_args)
-        self.cross_attn_sublayer = ResidualSublayer(*sublayer_args)
-        self.ff_sublayer = ResidualSublayer(*sublayer_args)
+        # checked here, once per call, when validate: its parts never check
+        self.self_attn = MultiHeadAttention(
+            d_model, nhead, dropout, validate=False, rope_max_len=rope_max_len
+        )
+        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, validate=False)
+        self.feed_forward = feed_forward(
+            d_model, dim_feedforward, dropout, activation, validate=False
+        )
+        sublayer = dict(d_model=d_model, dropout=dropout, norm_first=norm_first)
+        self.self_attn_sublayer = ResidualSublayer(**sublayer, eps=layer_norm_eps)
+        self.cross_attn_sublayer = ResidualSublayer(**sublayer, eps=layer_norm_eps)
+        self.ff_sublayer = ResidualSublayer(**sublayer, eps=layer_norm_eps)
         self.norm_first = norm_first
-        self.cross_attention_record: list[Tensor] | None = None  # None: keep no weights
-        self.validate_inputs = True  # False in a model, which checks its inputs once
-        trust_inputs(self)  # its parts: checked here, once
+        self.validate = bool(validate)
+        if validate:  # every call's arguments, checked before `forward` runs
+            self.register_forward_pre_hook(check_call, with_kwargs=True)
 
     def check_inputs(
         self,
@@ -62,21 +79,26 @@ class DecoderLayer(nn.Module):
         memory_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
-        cache: tuple[KVCache, KVCache] | None = None,
         tgt_is_causal: bool = False,
+        cache: KVCache | None = None,
+        memory_kv: tuple[Tensor, Tensor] | None = None,
+        start: int | Tensor = 0,
     ) -> None:
-        self_cache, cross_cache = (None, None) if cache is None else cache
+        """`forward`'s argument checks (clear errors), run when `validate`."""
         self.self_attn.check_inputs(
-            tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask, self_cache, tgt_is_causal
+            tgt, tgt, tgt, tgt_key_padding_mask, tgt_mask, cache, tgt_is_causal
         )
         B = tgt.shape[0]
-        if memory is not None and (memory.dim() != 3 or memory.shape[0] != B):
+        if memory_kv is None and (memory is None or memory.dim() != 3):
+            got = None if memory is None else list(memory.shape)
+            raise ValueError(f"memory must have shape [B, S, d], got {got}")
+        if memory is not None and memory.shape[0] != B:
             raise ValueError(
                 f"memory must have shape [B, S, d] with the batch size of tgt (B={B}), "
                 f"got memory {list(memory.shape)} and tgt {list(tgt.shape)}"
             )
         self.cross_attn.check_inputs(
-            tgt, memory, memory, memory_key_padding_mask, memory_mask, cross_cache
+            tgt, memory, memory, memory_key_padding_mask, memory_mask, kv=memory_kv
         )
 
     def forward(
@@ -87,143 +109,194 @@ class DecoderLayer(nn.Module):
         memory_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
-        cache: tuple[KVCache, KVCache] | None = None,
         tgt_is_causal: bool = False,
+        cache: KVCache | None = None,
+        memory_kv: tuple[Tensor, Tensor] | None = None,
+        start: int | Tensor = 0,
     ) -> Tensor:
-        """The layer on `tgt`, reading `memory`; `cache`: its (self-attention,
-        cross-attention) caches. `memory` may be None once the cross-attention cache
-        holds its keys and values. `tgt_is_causal=True` applies the causal mask as a
-        flag (then `tgt_mask` must be None): the fused attention can then use a flash
-        kernel, which no materialized mask allows on CUDA.
+        """The layer on `tgt`, reading `memory`: x = Norm(tgt + SelfAttn(tgt)),
+        x = Norm(x + CrossAttn(x, memory)), out = Norm(x + FFN(x)) (post-norm).
 
-        Shapes:
-            tgt (B, T, d), memory (B, S, d), tgt_mask (T, Lk), tgt_key_padding_mask
-            (B, Lk), memory_mask (T, S), memory_key_padding_mask (B, S) -> (B, T, d);
-            Lk = T, or t + T with a cache of t positions.
+        Args:
+            tgt_is_causal: the causal mask as a flag (then `tgt_mask` is None): the
+                fused attention may use a flash kernel.
+            cache: this layer's self-attention cache, appended to in place.
+            memory_kv: the memory's keys and values, projected once
+                (`Decoder.project_memory`); `memory` may then be None.
+            start: the position of tgt's first row (a cache's position), for RoPE.
+
+        Shape:
+            tgt (B, T, d), memory (B, S, d), tgt_mask (T, Lk) or (B, 1, T, Lk),
+            tgt_key_padding_mask (B, Lk), memory_mask (T, S) or (B, 1, 1, S),
+            memory_key_padding_mask (B, S) -> (B, T, d); Lk = T, or t + T after t
+            cached positions.
         """
-        masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        if self.validate_inputs:
-            self.check_inputs(tgt, memory, *masks, cache, tgt_is_causal)
-        self_cache, cross_cache = (None, None) if cache is None else cache
-
-        def self_attention(h):  # queries, keys, values: the target prefix
-            return self.self_attn(
-                h,
-                h,
-                h,
-                key_padding_mask=tgt_key_padding_mask,
-                attn_mask=tgt_mask,
-                cache=self_cache,
-                is_causal=tgt_is_causal,
-            )[0]
-
-        def cross_attention(h):  # queries from the target, keys and values from memory
-            record = self.cross_attention_record
-            out, weights = self.cross_attn(
-                h,
-                memory,
-                memory,
-                key_padding_mask=memory_key_padding_mask,
-                attn_mask=memory_mask,
-                cache=cross_cache,
-                need_weights=record is not None,
-            )
-            if record is not None:
-                record.append(weights)  # (B, T, S), averaged over heads
-            return out
-
+        self_attention = partial(
+            self._sa_block,
+            mask=tgt_mask,
+            key_padding_mask=tgt_key_padding_mask,
+            is_causal=tgt_is_causal,
+            cache=cache,
+            start=start,
+        )
+        cross_attention = partial(
+            self._mha_block,
+            memory=memory,
+            mask=memory_mask,
+            key_padding_mask=memory_key_padding_mask,
+            kv=memory_kv,
+        )
         x = self.self_attn_sublayer(tgt, self_attention)  # (B, T, d)
         x = self.cross_attn_sublayer(x, cross_attention)  # (B, T, d)
         return self.ff_sublayer(x, self.feed_forward)  # (B, T, d)
 
+    def _sa_block(self, x, mask, key_padding_mask, is_causal, cache, start) -> Tensor:
+        """Masked self-attention: queries, keys and values from the target."""
+        return self.self_attn(
+            x, x, x, key_padding_mask, mask, is_causal=is_causal, cache=cache, start=start
+        )[0]
+
+    def _mha_block(self, x, memory, mask, key_padding_mask, kv) -> Tensor:
+        """Cross-attention: queries from the target, keys and values from the memory
+        (or `kv`, its keys and values projected once)."""
+        return self.cross_attn(x, memory, memory, key_padding_mask, mask, kv=kv)[0]
+
     @classmethod
-    def from_torch(cls, module: nn.TransformerDecoderLayer) -> DecoderLayer:
+    def from_torch(
+        cls, module: nn.TransformerDecoderLayer, validate: bool = True
+    ) -> DecoderLayer:
         """A copy of a batch-first `nn.TransformerDecoderLayer` (relu or gelu, either
         norm order)."""
-        new = cls(**torch_layer_arguments(module, nn.TransformerDecoderLayer))
-        new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
-        new.cross_attn = MultiHeadAttention.from_torch(module.multihead_attn)
+        arguments = torch_layer_arguments(module, nn.TransformerDecoderLayer)
+        new = cls(**arguments, validate=validate)
+        new.self_attn = MultiHeadAttention.from_torch(module.self_attn, validate=False)
+        new.cross_attn = MultiHeadAttention.from_torch(
+            module.multihead_attn, validate=False
+        )
         copy_feed_forward(new.feed_forward, module)
         ours = (new.self_attn_sublayer, new.cross_attn_sublayer, new.ff_sublayer)
         for sublayer, norm in zip(ours, (module.norm1, module.norm2, module.norm3)):
             copy_norm(sublayer.norm, norm)
         weight = module.linear1.weight
-        return trust_inputs(new).to(weight.device, weight.dtype)
+        return new.to(weight.device, weight.dtype)
 
 # %% ../notebooks/05_decoder.ipynb #40fe6248
+class DecodingCache(Protocol):
+    """What `Transformer.decode` needs to decode a few new positions after those it
+    decoded before: the interface of every decoding cache (chapter 7's `DecoderCache`,
+    7a's preallocated one).
+
+    Attributes:
+        self_attn: one self-attention cache per decoder layer (`update(key, value)`
+            appends and returns all keys and values; `keys_after(n)`).
+        memory_kv: per layer, the memory's cross-attention keys and values, projected
+            once (`Decoder.project_memory`), (B, H, S, d_k) each.
+        memory_pad: (B, S), True where the source is PAD.
+        position: a long tensor (1,): the position of the next target token.
+    """
+
+    self_attn: Sequence[KVCache]
+    memory_kv: Sequence[tuple[Tensor, Tensor]]
+    memory_pad: Tensor
+
+    @property
+    def position(self) -> Tensor: ...
+
+    def record_padding(self, tgt_pad: Tensor) -> Tensor:
+        """Record the padding (B, T) of the T new positions; return that of every key
+        they attend to, (B, Lk), cached positions first."""
+        ...
+
+    def select(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` (B',), in place (e.g. the parents of beams)."""
+        ...
+
+
 @dataclass
 class DecoderCache:
-    """What incremental decoding keeps between steps: the growing cache.
+    """A `DecodingCache` that grows by the new positions at every call.
 
     Args:
-        self_attn: one growing `KVCache` per decoder layer; cross_attn: one static
-            `KVCache` per layer.
-        memory: the encoder output (None once the cross-attention caches hold its keys
-            and values); memory_pad: its padding (True = PAD).
+        self_attn: one growing `KVCache` per decoder layer.
+        memory_kv: per layer, the memory's keys and values (`Decoder.project_memory`).
+        memory_pad: the source padding (True = PAD).
         tgt_pad: True where a cached target position is PAD.
 
     Shapes:
-        self_attn[i].key/value (B, H, t, d_k), cross_attn[i].key/value (B, H, S, d_k),
-        memory (B, S, d), memory_pad (B, S), tgt_pad (B, t).
+        self_attn[i].key/value (B, H, t, d_k), memory_kv[i] (B, H, S, d_k) each,
+        memory_pad (B, S), tgt_pad (B, t).
     """
 
     self_attn: list[KVCache]
-    cross_attn: list[KVCache]
-    memory: Tensor | None
+    memory_kv: list[tuple[Tensor, Tensor]]
     memory_pad: Tensor
     tgt_pad: Tensor
 
     @classmethod
-    def empty(cls, num_layers: int, memory: Tensor, memory_pad: Tensor) -> DecoderCache:
-        """No target position yet; the cross-attention caches fill at the first step."""
+    def start(
+        cls, decoder: Decoder, memory: Tensor, memory_pad: Tensor
+    ) -> DecoderCache:
+        """No target position yet; the memory's keys and values projected, every layer's.
+
+        Shapes:
+            memory (B, S, d), memory_pad (B, S).
+        """
         return cls(
-            [KVCache() for _ in range(num_layers)],
-            [KVCache(static=True) for _ in range(num_layers)],
-            memory,
+            [KVCache() for _ in decoder.layers],
+            decoder.project_memory(memory),
             memory_pad,
             memory_pad.new_zeros(memory_pad.shape[0], 0),
         )
 
     @property
-    def position(self) -> int:
-        """Where the next target token goes: the number of cached positions t."""
-        return self.tgt_pad.shape[1]
+    def position(self) -> Tensor:
+        """The number of cached positions t, as a long tensor (1,)."""
+        t = self.tgt_pad.shape[1]
+        return torch.full((1,), t, dtype=torch.long, device=self.tgt_pad.device)
 
-    def append_padding(self, tgt_pad: Tensor) -> Tensor:
+    def record_padding(self, tgt_pad: Tensor) -> Tensor:
         """Record the padding (B, T) of T new positions; return all keys' (B, t + T)."""
         self.tgt_pad = torch.cat([self.tgt_pad, tgt_pad], dim=1)
         return self.tgt_pad
 
-    def select(self, rows: Tensor | None = None) -> DecoderCache:
-        """The cache of batch rows `rows` (B',) (to reorder beams); a copy if None."""
-
-        def pick(x):
-            return x if rows is None or x is None else x.index_select(0, rows)
-
-        return DecoderCache(
-            [c.select(rows) for c in self.self_attn],
-            [c.select(rows) for c in self.cross_attn],
-            pick(self.memory),
-            pick(self.memory_pad),
-            pick(self.tgt_pad),
-        )
+    def select(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` (B',), in place (to reorder beams)."""
+        for cache in self.self_attn:
+            cache.select(rows)
+        self.memory_kv = [(k[rows], v[rows]) for k, v in self.memory_kv]
+        self.memory_pad, self.tgt_pad = self.memory_pad[rows], self.tgt_pad[rows]
 
 # %% ../notebooks/05_decoder.ipynb #f20c438b
 class Decoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional `norm`.
 
-    forward(tgt (B, T, d), memory (B, S, d), masks and tgt_is_causal as `DecoderLayer`,
-    cache=None) -> (B, T, d); `cache` (a `DecoderCache`) hands layer i its own caches.
+    forward(tgt (B, T, d), memory (B, S, d), masks, tgt_is_causal and start as
+    `DecoderLayer`, cache=None) -> (B, T, d); `cache` (a `DecodingCache`) hands layer i
+    its own self-attention cache and the memory's keys and values. With `validate`, the stack
+    checks its inputs once per call (build `layer` with validate=False, or it checks
+    again in every layer).
     """
 
     def __init__(
-        self, layer: DecoderLayer, num_layers: int, norm: nn.Module | None = None
+        self,
+        layer: DecoderLayer,
+        num_layers: int,
+        norm: nn.Module | None = None,
+        validate: bool = True,
     ):
         super().__init__()
         self.layers = independent_copies(layer, num_layers)
         self.norm = norm
-        self.validate_inputs = True  # False in a model, which checks its inputs once
-        trust_inputs(self)
+        self.validate = bool(validate)
+
+    def project_memory(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Every layer's cross-attention keys and values of `memory` (B, S, d), each
+        (B, H, S, d_k): they never change while decoding, so decoding computes them
+        once."""
+        return [
+            layer.cross_attn.project_keys_values(memory, memory)
+            for layer in self.layers
+        ]
 
     def forward(
         self,
@@ -233,17 +306,27 @@ class Decoder(nn.Module):
         memory_mask: Tensor | None = None,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
-        cache: DecoderCache | None = None,
         tgt_is_causal: bool = False,
+        cache: DecodingCache | None = None,
+        start: int | Tensor = 0,
     ) -> Tensor:
-        masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
+        masks = dict(
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            start=start,  # tgt's first position (a cache's position before the call)
+        )
 
-        def caches(i):  # layer i's (self-attention, cross-attention) caches
-            return None if cache is None else (cache.self_attn[i], cache.cross_attn[i])
+        def caches(i: int) -> dict:  # layer i's self-attention cache, memory K and V
+            if cache is None:
+                return {}
+            return dict(cache=cache.self_attn[i], memory_kv=cache.memory_kv[i])
 
-        if self.validate_inputs:
-            self.layers[0].check_inputs(tgt, memory, *masks, caches(0), tgt_is_causal)
+        if self.validate:
+            self.layers[0].check_inputs(tgt, memory, **masks, **caches(0))
         x = tgt
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, *masks, cache=caches(i), tgt_is_causal=tgt_is_causal)
+            x = layer(x, memory, **masks, **caches(i))  # (B, T, d)
         return x if self.norm is None else self.norm(x)

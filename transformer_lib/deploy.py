@@ -43,8 +43,7 @@ class OnnxEncoder(nn.Module):
 
     def forward(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         memory, pad = self.model.encode(src, validate=False)  # (B, S, d), (B, S)
-        layers = self.model.decoder.layers
-        kv = [layer.cross_attn.project_keys_values(memory, memory) for layer in layers]
+        kv = self.model.decoder.project_memory(memory)  # L of (B, H, S, d_k) each
         cross_k, cross_v = map(torch.stack, zip(*kv))  # (L, B, H, S, d_k)
         return cross_k, cross_v, to_additive_mask(pad)
 
@@ -83,10 +82,9 @@ class OnnxDecoderStep(nn.Module):
         m, B, t = self.model, token.shape[0], self_k.shape[3]
         layers = range(len(m.decoder.layers))
         self_kv = [KVCache(self_k[i], self_v[i]) for i in layers]
-        cross_kv = [KVCache(cross_k[i], cross_v[i], static=True) for i in layers]
+        memory_kv = [(cross_k[i], cross_v[i]) for i in layers]
         tgt_pad = token.new_zeros(B, t, dtype=torch.bool)
-        # memory=None: the cross-attention caches hold its keys and values
-        cache = DecoderCache(self_kv, cross_kv, None, memory_pad, tgt_pad)
+        cache = DecoderCache(self_kv, memory_kv, memory_pad, tgt_pad)
         with recording_cross_attention(m) as weights:  # L of (B, 1, S)
             logits = m.decode(token, cache=cache, validate=False)[:, -1]  # (B, V)
         choice = logits.masked_fill(self.never, float("-inf")).argmax(-1)

@@ -11,11 +11,11 @@ from typing import Literal
 import torch
 from torch import nn
 
-from .utils import check_positive_int, check_probability, trust_inputs
+from .utils import check_positive_int, check_probability
 
 # %% auto #0
-__all__ = ['check_token_ids', 'TokenEmbedding', 'sinusoidal_table', 'SinusoidalPositionalEncoding', 'LearnedPositionalEmbedding',
-           'RotaryEmbedding', 'TransformerEmbedding']
+__all__ = ['POSITIONAL', 'check_token_ids', 'TokenEmbedding', 'sinusoidal_table', 'SinusoidalPositionalEncoding',
+           'LearnedPositionalEmbedding', 'RotaryEmbedding', 'TransformerEmbedding']
 
 # %% ../notebooks/01_embedding.ipynb #9640b829
 # fmt: off
@@ -46,7 +46,13 @@ class TokenEmbedding(nn.Module):
     unit scale; the row `padding_idx` is zero and gets no gradient.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = 0):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        padding_idx: int | None = 0,
+        validate: bool = True,
+    ):
         super().__init__()
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.d_model = check_positive_int(d_model, "d_model")
@@ -58,7 +64,7 @@ class TokenEmbedding(nn.Module):
         self.padding_idx = padding_idx
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
         self.scale = math.sqrt(d_model)
-        self.validate_inputs = True  # False inside a model (it checks its inputs once)
+        self.validate = bool(validate)  # False inside a model (it checks ids once)
         self.reset_parameters()
 
     @property
@@ -74,8 +80,8 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Its check of the ids reads their min and max (a host sync); a model that owns
-        this embedding checks them once itself and sets `validate_inputs` to False."""
-        if self.validate_inputs:
+        this embedding checks them once itself and builds it with `validate=False`."""
+        if self.validate:
             check_token_ids(tokens, self.vocab_size)
         return self.embedding(tokens) * self.scale  # (B, S, d)
 
@@ -110,16 +116,22 @@ class SinusoidalPositionalEncoding(nn.Module):
     (chapter 7a's CUDA graphs).
     """
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
+    def __init__(
+        self,
+        d_model: int,
+        max_len: int = 5000,
+        dropout: float = 0.0,
+        validate: bool = True,
+    ):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         table = sinusoidal_table(max_len, d_model)  # (max_len, d)
         self.register_buffer("table", table, persistent=False)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
-        self.validate_inputs = True
+        self.validate = bool(validate)
 
     def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
-        if self.validate_inputs:
+        if self.validate:
             _check_positions(x, self.d_model, start, self.max_len)
         if isinstance(start, torch.Tensor):  # rows by index
             index = start + torch.arange(x.shape[1], device=x.device)  # (S,)
@@ -156,16 +168,16 @@ class LearnedPositionalEmbedding(nn.Module):
     `SinusoidalPositionalEncoding`.
     """
 
-    def __init__(self, max_len: int, d_model: int):
+    def __init__(self, max_len: int, d_model: int, validate: bool = True):
         super().__init__()
         self.max_len = check_positive_int(max_len, "max_len")
         self.d_model = check_positive_int(d_model, "d_model")
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)
-        self.validate_inputs = True
+        self.validate = bool(validate)
 
     def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
-        if self.validate_inputs:
+        if self.validate:
             _check_positions(x, self.d_model, start, self.max_len)
         index = start + torch.arange(x.shape[1], device=x.device)  # (S,)
         return x + self.embedding(index)  # (B, S, d)
@@ -194,7 +206,9 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angle.cos().float(), persistent=False)
         self.register_buffer("sin", angle.sin().float(), persistent=False)
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
+        """`start`: the position of x's first row, an int or a long tensor (1,) on the
+        device (unchecked: a decoding cache's position)."""
         if x.dim() < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(
                 f"x must have shape [..., S, head_dim={self.head_dim}], "
@@ -202,47 +216,74 @@ class RotaryEmbedding(nn.Module):
             )
         length = x.shape[-2]
         _check_length(length, start, self.max_len)
-        cos = self.cos[start : start + length].to(x.dtype)  # (S, d_k/2)
-        sin = self.sin[start : start + length].to(x.dtype)
+        index = start + torch.arange(length, device=x.device)  # (S,): rows by index
+        cos = self.cos.index_select(0, index).to(x.dtype)  # (S, d_k/2)
+        sin = self.sin.index_select(0, index).to(x.dtype)
         even, odd = x[..., 0::2], x[..., 1::2]  # (..., S, d_k/2) each
         rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
         return rotated.flatten(-2)  # (..., S, d_k), pairs interleaved again
 
 # %% ../notebooks/01_embedding.ipynb #9084bddf
-# fmt: off
+POSITIONAL = ("sinusoidal", "learned", "rope")
+
+
 class TransformerEmbedding(nn.Module):
     """Token ids (B, S) -> dropout(sqrt(d) * E[ids] + P[:S]) : (B, S, d_model).
 
-    `positional` is "sinusoidal" (the paper's fixed table) or "learned" (trainable).
+    Args:
+        vocab_size, d_model, padding_idx: as `TokenEmbedding`.
+        max_len: the most positions.
+        dropout: on the sum, in [0, 1).
+        positional: "sinusoidal" (the paper's fixed table P), "learned" (a trainable
+            table), or "rope": no table is added here; the self-attention layers rotate
+            their queries and keys instead (`RotaryEmbedding`).
+        validate: check the ids and the length at every call (a host sync); False
+            inside a model, which checks them once.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_len: int = 512,
-                 dropout: float = 0.1, padding_idx: int | None = 0,
-                 positional: Literal["sinusoidal", "learned"] = "sinusoidal"):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        max_len: int = 512,
+        dropout: float = 0.1,
+        padding_idx: int | None = 0,
+        positional: Literal["sinusoidal", "learned", "rope"] = "sinusoidal",
+        validate: bool = True,
+    ):
         super().__init__()
         self.max_len = check_positive_int(max_len, "max_len")
-        self.token = TokenEmbedding(vocab_size, d_model, padding_idx=padding_idx)
-        if positional == "sinusoidal":
-            self.position: nn.Module = SinusoidalPositionalEncoding(d_model, max_len)
-        elif positional == "learned":
-            self.position = LearnedPositionalEmbedding(max_len, d_model)
-        else:
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', "
-                             f"got {positional!r}")
+        # checked here, once per call, when validate: its parts never check
+        self.token = TokenEmbedding(vocab_size, d_model, padding_idx, validate=False)
+        tables = {
+            "sinusoidal": lambda: SinusoidalPositionalEncoding(
+                d_model, max_len, validate=False
+            ),
+            "learned": lambda: LearnedPositionalEmbedding(
+                max_len, d_model, validate=False
+            ),
+            "rope": lambda: None,
+        }
+        if positional not in tables:
+            raise ValueError(f"positional must be one of {POSITIONAL}, got {positional!r}")
+        self.positional = positional
+        self.position: nn.Module | None = tables[positional]()
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
-        self.validate_inputs = True  # False inside a model (it checks its inputs once)
-        trust_inputs(self)  # its parts: checked here, once
+        self.validate = bool(validate)
 
     def check_inputs(self, tokens: torch.Tensor, start: int | torch.Tensor = 0) -> None:
         check_token_ids(tokens, self.token.vocab_size)  # a host sync
         name = "sequence length (tokens.shape[1])"
         _check_length(tokens.shape[1], start, self.max_len, name)
 
-    def forward(self, tokens: torch.Tensor,
-                start: int | torch.Tensor = 0) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, start: int | torch.Tensor = 0
+    ) -> torch.Tensor:
         """`start`: the first token's position, an int or a long tensor (1,)
         (unchecked)."""
-        if self.validate_inputs:
+        if self.validate:
             self.check_inputs(tokens, start)
         vectors = self.token(tokens)  # (B, S, d)
-        return self.dropout(self.position(vectors, start=start))  # (B, S, d)
+        if self.position is not None:
+            vectors = self.position(vectors, start=start)  # + P[start:start+S]
+        return self.dropout(vectors)  # (B, S, d)

@@ -12,21 +12,36 @@ import torch.nn.functional as F
 from torch import nn
 
 from .multihead import MultiHeadAttention
-from .feedforward import FeedForward
+from .feedforward import FeedForward, feed_forward
 from .norm import LayerNorm, ResidualSublayer
-from .utils import check_positive_int, trust_inputs
+from .utils import check_positive_int
 
 # %% auto #0
-__all__ = ['EncoderLayer', 'torch_layer_arguments', 'copy_feed_forward', 'copy_norm', 'independent_copies', 'Encoder']
+__all__ = ['check_call', 'EncoderLayer', 'torch_layer_arguments', 'copy_feed_forward', 'copy_norm', 'independent_copies',
+           'Encoder']
 
 # %% ../notebooks/04b_encoder.ipynb #61df6f4a
+def check_call(layer: nn.Module, args: tuple, kwargs: dict) -> None:
+    """A forward pre-hook: `layer.check_inputs` on the arguments of the call."""
+    layer.check_inputs(*args, **kwargs)
+
+
 class EncoderLayer(nn.Module):
     """One encoder layer: src (B, S, d_model) -> (B, S, d_model).
 
     Self-attention, then the feed-forward network, each inside a `ResidualSublayer`
     (post-norm as in the paper when norm_first=False, pre-norm when True).
     Masks follow torch.nn.Transformer: src_mask (S, S) and src_key_padding_mask (B, S),
-    boolean True = may not attend (or floating, added to the scores).
+    boolean True = may not attend (or floating, added to the scores); a model hands
+    its one mask (B, 1, 1, S) as `src_mask` to every layer.
+
+    Args:
+        d_model, nhead, dim_feedforward, dropout, layer_norm_eps: as
+            `nn.TransformerEncoderLayer`; norm_first: pre-norm (True) or the paper's
+            post-norm (False).
+        activation: "relu" (the paper), "gelu", or "swiglu" (`feed_forward`).
+        validate: check every call's inputs; False inside a model, which checks once.
+        rope_max_len: RoPE in self-attention, up to this many positions (None: no).
     """
 
     def __init__(
@@ -38,11 +53,16 @@ class EncoderLayer(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
+        validate: bool = True,
+        rope_max_len: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout)
-        self.feed_forward = FeedForward(
-            d_model, dim_feedforward, dropout=dropout, activation=activation
+        # checked here, once per call, when validate: its parts never check
+        self.self_attn = MultiHeadAttention(
+            d_model, nhead, dropout, validate=False, rope_max_len=rope_max_len
+        )
+        self.feed_forward = feed_forward(
+            d_model, dim_feedforward, dropout, activation, validate=False
         )
         self.attn_sublayer = ResidualSublayer(
             d_model, dropout, norm_first, layer_norm_eps
@@ -51,9 +71,9 @@ class EncoderLayer(nn.Module):
             d_model, dropout, norm_first, layer_norm_eps
         )
         self.norm_first = norm_first
-        # False inside a model, which checks its inputs once
-        self.validate_inputs = True
-        trust_inputs(self)  # its parts: checked here, once
+        self.validate = bool(validate)
+        if validate:  # every call's arguments, checked before `forward` runs
+            self.register_forward_pre_hook(check_call, with_kwargs=True)
 
     def check_inputs(
         self,
@@ -69,9 +89,6 @@ class EncoderLayer(nn.Module):
         src_mask: torch.Tensor | None = None,
         src_key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if self.validate_inputs:
-            self.check_inputs(src, src_mask, src_key_padding_mask)
-
         def self_attention(h):
             return self.self_attn(
                 h, h, h, key_padding_mask=src_key_padding_mask, attn_mask=src_mask
@@ -81,19 +98,20 @@ class EncoderLayer(nn.Module):
         return self.ff_sublayer(x, self.feed_forward)  # (B, S, d)
 
     @classmethod
-    def from_torch(cls, module: nn.TransformerEncoderLayer) -> EncoderLayer:
+    def from_torch(
+        cls, module: nn.TransformerEncoderLayer, validate: bool = True
+    ) -> EncoderLayer:
         """A copy of a batch-first `nn.TransformerEncoderLayer`.
 
         Relu or gelu, either norm order.
         """
-        new = cls(**torch_layer_arguments(module, nn.TransformerEncoderLayer))
-        new.self_attn = MultiHeadAttention.from_torch(module.self_attn)
+        arguments = torch_layer_arguments(module, nn.TransformerEncoderLayer)
+        new = cls(**arguments, validate=validate)
+        new.self_attn = MultiHeadAttention.from_torch(module.self_attn, validate=False)
         copy_feed_forward(new.feed_forward, module)
         copy_norm(new.attn_sublayer.norm, module.norm1)
         copy_norm(new.ff_sublayer.norm, module.norm2)
-        return trust_inputs(new).to(
-            module.linear1.weight.device, module.linear1.weight.dtype
-        )
+        return new.to(module.linear1.weight.device, module.linear1.weight.dtype)
 
 # %% ../notebooks/04b_encoder.ipynb #5ac13648
 def torch_layer_arguments(module: nn.Module, expected: type) -> dict:
@@ -176,18 +194,21 @@ class Encoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional `norm`.
 
     forward(src (B, S, d), mask (S, S) | None, src_key_padding_mask (B, S) | None)
-    -> memory (B, S, d).
+    -> memory (B, S, d). With `validate`, the stack checks its inputs once per call
+    (build `layer` with validate=False, or it checks again in every layer).
     """
 
     def __init__(
-        self, layer: EncoderLayer, num_layers: int, norm: nn.Module | None = None
+        self,
+        layer: EncoderLayer,
+        num_layers: int,
+        norm: nn.Module | None = None,
+        validate: bool = True,
     ):
         super().__init__()
         self.layers = independent_copies(layer, num_layers)
         self.norm = norm
-        # False inside a model, which checks its inputs once
-        self.validate_inputs = True
-        trust_inputs(self)
+        self.validate = bool(validate)
 
     def forward(
         self,
@@ -195,7 +216,7 @@ class Encoder(nn.Module):
         mask: torch.Tensor | None = None,
         src_key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if self.validate_inputs:
+        if self.validate:
             self.layers[0].check_inputs(src, mask, src_key_padding_mask)
         x = src
         for layer in self.layers:

@@ -12,7 +12,8 @@ from torch import nn
 from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
-__all__ = ['ACTIVATIONS', 'FeedForward', 'feedforward_num_params', 'SwiGLU', 'swiglu_hidden_dim', 'swiglu_num_params']
+__all__ = ['ACTIVATIONS', 'LAYER_ACTIVATIONS', 'FeedForward', 'feedforward_num_params', 'SwiGLU', 'swiglu_hidden_dim',
+           'swiglu_num_params', 'feed_forward']
 
 # %% ../notebooks/03_feedforward.ipynb #50a0669f
 ACTIVATIONS = ("relu", "gelu")
@@ -58,6 +59,8 @@ class FeedForward(nn.Module):
         dim_feedforward: hidden width d_ff.
         dropout: dropout probability on the hidden units, in [0, 1).
         activation: `"relu"` (default, as in the paper) or `"gelu"`.
+        validate: check the input's shape at every call; False inside a layer, which
+            checks once.
 
     Shapes:
         x: `(*, d_model)`, e.g. `(B, L, d_model)`; hidden: `(*, dim_feedforward)`;
@@ -70,6 +73,7 @@ class FeedForward(nn.Module):
         dim_feedforward: int,
         dropout: float = 0.0,
         activation: str = "relu",
+        validate: bool = True,
     ) -> None:
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
@@ -79,13 +83,11 @@ class FeedForward(nn.Module):
         self.activation = _make_activation(activation)
         self.dropout = nn.Dropout(p)
         self.linear2 = nn.Linear(self.dim_feedforward, self.d_model)
-        self.validate_inputs = (
-            True  # False inside a model, which checks its inputs once
-        )
+        self.validate = bool(validate)  # False inside a layer, which checks once
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """`x`: `(*, d_model)` → `(*, d_model)`; every position is transformed alone."""
-        if self.validate_inputs:
+        if self.validate:
             _check_last_dim(x, self.d_model)
         hidden = self.dropout(self.activation(self.linear1(x)))  # (*, d_ff)
         return self.linear2(hidden)  # (*, d)
@@ -116,12 +118,20 @@ class SwiGLU(nn.Module):
         d_model: width d of the input and output.
         hidden_dim: width d_g of the value and gate branches.
         dropout: dropout probability on the gated hidden units, in [0, 1).
+        validate: check the input's shape at every call; False inside a layer, which
+            checks once.
 
     Shapes:
         x: `(*, d_model)`; value, gate: `(*, hidden_dim)`; output: `(*, d_model)`.
     """
 
-    def __init__(self, d_model: int, hidden_dim: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        hidden_dim: int,
+        dropout: float = 0.0,
+        validate: bool = True,
+    ) -> None:
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
         self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
@@ -130,10 +140,12 @@ class SwiGLU(nn.Module):
         self.w_gate = nn.Linear(self.d_model, self.hidden_dim, bias=False)
         self.dropout = nn.Dropout(p)
         self.w_out = nn.Linear(self.hidden_dim, self.d_model, bias=False)
+        self.validate = bool(validate)  # False inside a layer, which checks once
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """`x`: `(*, d_model)` → `(*, d_model)`; every position is transformed alone."""
-        _check_last_dim(x, self.d_model)
+        if self.validate:
+            _check_last_dim(x, self.d_model)
         gated = self.w_value(x) * F.silu(self.w_gate(x))  # (*, d_g)
         return self.w_out(self.dropout(gated))  # (*, d)
 
@@ -154,3 +166,22 @@ def swiglu_num_params(d_model: int, hidden_dim: int) -> int:
     d_model = check_positive_int(d_model, "d_model")
     hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
     return 3 * d_model * hidden_dim
+
+
+LAYER_ACTIVATIONS = (*ACTIVATIONS, "swiglu")  # what a layer's `activation` may be
+
+
+def feed_forward(
+    d_model: int,
+    dim_feedforward: int,
+    dropout: float = 0.0,
+    activation: str = "relu",
+    validate: bool = True,
+) -> nn.Module:
+    """The position-wise network of a layer: `FeedForward` with `activation` "relu"
+    (the paper) or "gelu", or, for "swiglu", a `SwiGLU` of hidden width
+    `swiglu_hidden_dim(dim_feedforward)` (the same parameter budget)."""
+    if activation == "swiglu":
+        hidden = swiglu_hidden_dim(dim_feedforward)
+        return SwiGLU(d_model, hidden, dropout, validate=validate)
+    return FeedForward(d_model, dim_feedforward, dropout, activation, validate)

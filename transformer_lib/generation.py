@@ -5,52 +5,43 @@
 # %% ../notebooks/07_generation.ipynb #da57d1e2
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from .decoder import DecoderCache
+from .decoder import DecoderCache, DecodingCache
 from .model import Transformer
 from .utils import check_positive_int
 
 # %% auto #0
-__all__ = ['start_cache', 'decode_step', 'DecodingState', 'NoCacheDecoding', 'CachedDecoding', 'greedy', 'filter_logits',
-           'sample', 'beam_search', 'recording_cross_attention', 'cross_attention_weights']
-
-# %% ../notebooks/07_generation.ipynb #a20b863d
-def start_cache(
-    model: Transformer, memory: Tensor, src_key_padding_mask: Tensor
-) -> DecoderCache:
-    """An empty `DecoderCache` on `memory` (B, S, d), padding (B, S): self-attention
-    caches grow by a position per step, cross-attention ones are filled at the first."""
-    return DecoderCache.empty(len(model.decoder.layers), memory, src_key_padding_mask)
+__all__ = ['decode_step', 'DecodingState', 'NoCacheDecoding', 'CachedDecoding', 'eval_mode', 'greedy', 'filter_logits', 'sample',
+           'beam_search', 'recording_cross_attention', 'cross_attention_weights']
 
 # %% ../notebooks/07_generation.ipynb #0b2300f6
 @torch.no_grad()
 def decode_step(
-    model: Transformer, tokens: Tensor, cache: DecoderCache, validate: bool = True
-) -> tuple[Tensor, DecoderCache]:
-    """Logits of the token after `tokens` (the newest per row), and the grown cache: a
-    new object. `validate=False` skips the ids' check (a host sync), as the loops do.
+    model: Transformer, tokens: Tensor, cache: DecodingCache, validate: bool = True
+) -> Tensor:
+    """Logits of the token after `tokens` (the newest per row); `cache` grows by their
+    position, in place. `validate=False` skips the ids' check (a host sync).
 
-    Shapes:
+    Shape:
         tokens (B, 1) -> logits (B, V).
     """
-    grown = cache.select()  # a copy to grow
-    logits = model.decode(tokens, cache=grown, validate=validate)  # (B, 1, V)
-    return logits[:, -1], grown  # (B, V)
+    return model.decode(tokens, cache=cache, validate=validate)[:, -1]  # (B, V)
 
 # %% ../notebooks/07_generation.ipynb #602b2560
 class DecodingState(Protocol):
-    """How a decoding loop gets next-token logits; one class per way (`use_cache=`).
+    """How a decoding loop gets next-token logits; one class per way (`state=`).
 
     Made per loop from (model, memory (B, S, d), memory_pad (B, S), steps: the most new
     tokens). Called with the prefix (B, t), BOS first, of which it has seen t - 1, it
     returns the logits (B, V) of token t + 1; `select(rows)` keeps batch rows `rows`
-    (B'), e.g. the parents of beam search's beams."""
+    (B'), in place, e.g. the parents of beam search's beams."""
 
     def __init__(
         self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int
@@ -60,7 +51,7 @@ class DecodingState(Protocol):
 
 # %% ../notebooks/07_generation.ipynb #4d8e2a90
 class NoCacheDecoding:
-    """`use_cache=False`: each step decodes the whole prefix again (the simple loop)."""
+    """Each step decodes the whole prefix again (the simple loop)."""
 
     def __init__(
         self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int
@@ -77,50 +68,67 @@ class NoCacheDecoding:
 
 
 class CachedDecoding:
-    """`use_cache=True`: a growing `DecoderCache`; a step decodes the newest token."""
+    """A growing `DecoderCache` (the default): a step decodes the newest token."""
 
     def __init__(
         self, model: Transformer, memory: Tensor, memory_pad: Tensor, steps: int
     ):
-        self.model, self.cache = model, start_cache(model, memory, memory_pad)
+        self.model = model
+        self.cache = DecoderCache.start(model.decoder, memory, memory_pad)
 
     def __call__(self, prefix: Tensor) -> Tensor:
         logits = self.model.decode(prefix[:, -1:], cache=self.cache, validate=False)
         return logits[:, -1]
 
     def select(self, rows: Tensor) -> None:
-        self.cache = self.cache.select(rows)
+        self.cache.select(rows)
 
 # %% ../notebooks/07_generation.ipynb #5a0e9c3d
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """`model` in eval mode inside the block; afterwards in the mode it was in, even
+    if the block raised (a sample printed during training leaves dropout on)."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 def _start_decoding(
     model: Transformer,
     src: Tensor,
-    use_cache: bool | type[DecodingState],
+    state: type[DecodingState],
     steps: int,
     repeat: int = 1,
 ) -> DecodingState:
-    """Eval mode; encode `src` once (each row `repeat` times: the beams); its state."""
-    model.eval()
+    """Encode `src` once (each row `repeat` times: the beams); the decoding state."""
     memory, src_pad = model.encode(src)  # (B, S, d), (B, S)
     if repeat > 1:
         memory, src_pad = (t.repeat_interleave(repeat, 0) for t in (memory, src_pad))
-    kind = {True: CachedDecoding, False: NoCacheDecoding}.get(use_cache, use_cache)
-    return kind(model, memory, src_pad, steps)
+    return state(model, memory, src_pad, steps)
 
 
-def _check_common(model: Transformer, max_new_tokens: int, use_cache: object) -> int:
+def _check_common(model: Transformer, max_new_tokens: int, state: object) -> int:
     """The number of steps to run, once the arguments of every loop are checked."""
     if not isinstance(model, Transformer):
         name = type(model).__name__
         raise TypeError(f"model must be a transformer_lib Transformer, got {name}")
-    is_state = isinstance(use_cache, type) and hasattr(use_cache, "select")
-    if not (isinstance(use_cache, bool) or is_state):
+    if not (isinstance(state, type) and callable(getattr(state, "select", None))):
         raise TypeError(
-            f"use_cache must be True, False or a decoding state class (e.g. "
-            f"PreallocatedDecoding), got {type(use_cache).__name__} {use_cache!r}"
+            "state must be a decoding state class (CachedDecoding, NoCacheDecoding, "
+            f"chapter 7a's PreallocatedDecoding...), got {type(state).__name__} "
+            f"{state!r}"
         )
     steps = check_positive_int(max_new_tokens, "max_new_tokens")
-    return min(steps, model.config.max_len - 1)
+    most = model.config.max_len - 1  # BOS takes one of the max_len positions
+    if steps > most:
+        raise ValueError(
+            f"max_new_tokens must be at most max_len - 1 = {most} (BOS takes one of "
+            f"the model's max_len={most + 1} positions), got {steps}"
+        )
+    return steps
 
 
 def _forbid_specials(logits: Tensor, model: Transformer) -> Tensor:
@@ -134,23 +142,24 @@ def _decode(
     src: Tensor,
     max_new_tokens: int,
     choose: Callable[[Tensor], Tensor],
-    use_cache: bool | type[DecodingState],
+    state: type[DecodingState],
     ignore_eos: bool = False,
 ) -> Tensor:
     """The loop of `greedy` and `sample`: `choose` maps logits (B, V) to tokens (B,)."""
-    steps = _check_common(model, max_new_tokens, use_cache)
+    steps = _check_common(model, max_new_tokens, state)
     c, B, dev = model.config, src.shape[0], src.device
-    state = _start_decoding(model, src, use_cache, steps)
-    out = torch.full((B, 1), c.bos_id, dtype=torch.long, device=dev)
-    finished = torch.zeros(B, dtype=torch.bool, device=dev)
-    for _ in range(steps):
-        logits = _forbid_specials(state(out), model)
-        token = choose(logits).masked_fill(finished, c.pad_id)  # (B,)
-        out = torch.cat([out, token[:, None]], dim=1)
-        if not ignore_eos:
-            finished |= token.eq(c.eos_id)
-            if finished.all():
-                break
+    with eval_mode(model):
+        next_logits = _start_decoding(model, src, state, steps)
+        out = torch.full((B, 1), c.bos_id, dtype=torch.long, device=dev)
+        finished = torch.zeros(B, dtype=torch.bool, device=dev)
+        for _ in range(steps):
+            logits = _forbid_specials(next_logits(out), model)
+            token = choose(logits).masked_fill(finished, c.pad_id)  # (B,)
+            out = torch.cat([out, token[:, None]], dim=1)
+            if not ignore_eos:
+                finished |= token.eq(c.eos_id)
+                if finished.all():
+                    break
     return out
 
 # %% ../notebooks/07_generation.ipynb #b7d24e65
@@ -159,16 +168,29 @@ def greedy(
     model: Transformer,
     src: Tensor,
     max_new_tokens: int,
-    use_cache: bool | type[DecodingState] = True,
+    state: type[DecodingState] = CachedDecoding,
     ignore_eos: bool = False,
 ) -> Tensor:
-    """Batched greedy decoding: src (B, S) -> ids (B, 1 + n), BOS first, PAD after EOS.
+    """Batched greedy decoding: the most likely token at every step.
 
-    `use_cache`: False (`NoCacheDecoding`), True (`CachedDecoding`) or a `DecodingState`
-    class, e.g. `PreallocatedDecoding` of chapter 7a; the tokens are the same with each.
+    The model runs in eval mode and is left in the mode it was in.
+
+    Args:
+        model: a `Transformer`.
+        src: source ids, right-padded.
+        max_new_tokens: the most tokens to generate, at most `max_len - 1` (more
+            raises ValueError: the model holds max_len positions, BOS included).
+        state: how each step gets its logits: `CachedDecoding` (default),
+            `NoCacheDecoding`, or another `DecodingState` class such as chapter 7a's
+            `PreallocatedDecoding`; the tokens are the same with each.
+        ignore_eos: keep generating after EOS (every row runs `max_new_tokens`).
+
+    Shape:
+        src (B, S) -> ids (B, 1 + n), BOS first, PAD after a row's EOS, n <=
+        max_new_tokens.
     """
     return _decode(
-        model, src, max_new_tokens, lambda x: x.argmax(-1), use_cache, ignore_eos
+        model, src, max_new_tokens, lambda x: x.argmax(-1), state, ignore_eos
     )
 
 # %% ../notebooks/07_generation.ipynb #64644593
@@ -205,10 +227,18 @@ def sample(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    use_cache: bool | type[DecodingState] = True,
+    state: type[DecodingState] = CachedDecoding,
 ) -> Tensor:
-    """Batched sampling: src (B, S) -> ids (B, 1 + n); seeded by `generator` (drawn on
-    its device); the knobs are checked first. `use_cache` as for `greedy`."""
+    """Batched sampling: each token drawn from the model's filtered distribution.
+
+    Args:
+        model, src, max_new_tokens, state: as for `greedy` (eval mode, restored).
+        temperature, top_k, top_p: as for `filter_logits`, checked first.
+        generator: seeds the draws (they are made on its device).
+
+    Shape:
+        src (B, S) -> ids (B, 1 + n), BOS first, PAD after a row's EOS.
+    """
     filter_logits(src.new_zeros(1, 2, dtype=torch.float), temperature, top_k, top_p)
 
     def draw(logits: Tensor) -> Tensor:
@@ -217,7 +247,7 @@ def sample(
         token = torch.multinomial(probs.to(where), 1, generator=generator)  # (B, 1)
         return token.squeeze(1).to(src.device)
 
-    return _decode(model, src, max_new_tokens, draw, use_cache)
+    return _decode(model, src, max_new_tokens, draw, state)
 
 # %% ../notebooks/07_generation.ipynb #a7268ea5
 @torch.no_grad()
@@ -227,20 +257,48 @@ def beam_search(
     beam_width: int,
     max_new_tokens: int,
     length_penalty: float = 0.0,
-    use_cache: bool | type[DecodingState] = True,
+    state: type[DecodingState] = CachedDecoding,
 ) -> Tensor:
-    """Batched beam search: src (B, S) -> the best beam per row, ids (B, 1 + n) (PAD
-    after EOS). `use_cache` as for `greedy`."""
-    steps = _check_common(model, max_new_tokens, use_cache)
+    """Batched beam search: the `beam_width` most likely prefixes kept at every step.
+
+    Args:
+        model, src, max_new_tokens, state: as for `greedy` (eval mode, restored).
+        beam_width: beams W per row.
+        length_penalty: alpha of GNMT's length normalisation (Wu et al. 2016): the
+            finished beams are ranked by log p / ((5 + n) / 6) ** alpha, n their tokens
+            (EOS included). 0 ranks by log p (favours short answers); GNMT used 0.6.
+            A finite number.
+
+    Shape:
+        src (B, S) -> the best beam of each row, ids (B, 1 + n), PAD after EOS.
+    """
+    steps = _check_common(model, max_new_tokens, state)
     W = check_positive_int(beam_width, "beam_width")
+    if not (isinstance(length_penalty, (int, float)) and math.isfinite(length_penalty)):
+        raise ValueError(
+            f"length_penalty must be a finite number, got {length_penalty!r}"
+        )
+    with eval_mode(model):
+        return _beam_search(model, src, W, steps, float(length_penalty), state)
+
+
+def _beam_search(
+    model: Transformer,
+    src: Tensor,
+    W: int,
+    steps: int,
+    length_penalty: float,
+    state: type[DecodingState],
+) -> Tensor:
+    """The loop of `beam_search`, its arguments checked."""
     c, B, dev = model.config, src.shape[0], src.device
-    state = _start_decoding(model, src, use_cache, steps, repeat=W)
+    next_logits = _start_decoding(model, src, state, steps, repeat=W)
     out = torch.full((B * W, 1), c.bos_id, dtype=torch.long, device=dev)  # (B*W, t)
     scores = torch.full((B, W), float("-inf"), device=dev)
     scores[:, 0] = 0.0  # one live beam at first
     finished = torch.zeros(B * W, dtype=torch.bool, device=dev)
     for _ in range(steps):
-        logp = _forbid_specials(state(out), model).float().log_softmax(-1)  # (B*W, V)
+        logp = _forbid_specials(next_logits(out), model).float().log_softmax(-1)
         logp[finished] = float("-inf")
         logp[finished, c.pad_id] = 0.0  # finished: carry, score kept
         V = logp.shape[-1]
@@ -248,7 +306,7 @@ def beam_search(
         scores, index = candidates.topk(W, dim=-1)  # (B, W)
         parents = (torch.arange(B, device=dev)[:, None] * W + index // V).view(-1)
         token = (index % V).view(-1)
-        state.select(parents)
+        next_logits.select(parents)
         out = torch.cat([out.index_select(0, parents), token[:, None]], dim=1)
         finished = finished.index_select(0, parents) | token.eq(c.eos_id)
         if finished.all():
@@ -261,16 +319,28 @@ def beam_search(
 @contextmanager
 def recording_cross_attention(model: Transformer) -> Iterator[list[Tensor]]:
     """In the block, each cross-attention call of `model` appends its weights, averaged
-    over heads, to the list it yields: one (B, T, S) per layer and call."""
+    over heads, to the list it yields: one (B, T, S) per layer and call. Forward hooks
+    on each layer's `cross_attn` ask for the weights and keep them; the block removes
+    them."""
     captured: list[Tensor] = []
-    layers = list(model.decoder.layers)
-    for layer in layers:
-        layer.cross_attention_record = captured  # the layers append to it, in order
+
+    def ask(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        return args, {**kwargs, "need_weights": True, "average_attn_weights": True}
+
+    def keep(module: nn.Module, args: tuple, output: tuple[Tensor, Tensor]) -> None:
+        captured.append(output[1])  # (B, T, S)
+
+    handles = []
+    for layer in model.decoder.layers:
+        handles.append(
+            layer.cross_attn.register_forward_pre_hook(ask, with_kwargs=True)
+        )
+        handles.append(layer.cross_attn.register_forward_hook(keep))
     try:
         yield captured
     finally:
-        for layer in layers:
-            layer.cross_attention_record = None
+        for handle in handles:
+            handle.remove()
 
 
 @torch.no_grad()
@@ -278,12 +348,7 @@ def cross_attention_weights(
     model: Transformer, src: Tensor, tgt_in: Tensor
 ) -> list[Tensor]:
     """Head-averaged cross-attention weights of every decoder layer, each (B, T, S), for
-    src (B, S), tgt_in (B, T)."""
-    was_training = model.training
-    model.eval()
-    try:
-        with recording_cross_attention(model) as captured:
-            model(src, tgt_in)
-    finally:
-        model.train(was_training)
+    src (B, S), tgt_in (B, T); eval mode, restored."""
+    with eval_mode(model), recording_cross_attention(model) as captured:
+        model(src, tgt_in)
     return captured

@@ -12,19 +12,46 @@ import torch
 from torch import Tensor, nn
 
 from .attention import Padding, call_masks, find_padding, padding_mask
-from .decoder import Decoder, DecoderCache, DecoderLayer
-from .embedding import TransformerEmbedding, check_token_ids
+from .decoder import Decoder, DecoderLayer, DecodingCache
+from .embedding import POSITIONAL, TransformerEmbedding, check_token_ids
 from .encoder import Encoder, EncoderLayer
+from .feedforward import LAYER_ACTIVATIONS
 from .norm import LayerNorm
-from .utils import check_positive_int, check_probability, trust_inputs
+from .utils import check_positive_int, check_probability
 
 # torch<2.3 has no torch.compiler.is_compiling
 _compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
 
 # %% ../notebooks/05b_model.ipynb #e19fc3d0
-@dataclass
+@dataclass(frozen=True)
 class TransformerConfig:
-    """The hyper-parameters of a Transformer; defaults: the paper's base model."""
+    """The hyper-parameters of a `Transformer`, checked when made; frozen.
+
+    The defaults are the paper's base model (Vaswani et al. 2017, table 3) except
+    `tie_embeddings` (the paper shares the target embedding with the output
+    projection; the default here keeps them apart, as `nn.Transformer` does) and the
+    vocabularies, which are the task's.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: the number of source and target token ids.
+        d_model: the width d of every vector between sublayers (paper: 512).
+        nhead: attention heads H, each of width d / H (paper: 8).
+        num_encoder_layers, num_decoder_layers: layers N of each stack (paper: 6).
+        dim_feedforward: the feed-forward network's hidden width d_ff (paper: 2048).
+        dropout: the probability of dropping an activation, on the embeddings, every
+            sublayer's output and the attention weights (paper: 0.1).
+        activation: the feed-forward network's, "relu" (paper) or "gelu"; or "swiglu",
+            a gated network (`SwiGLU`) with the same parameter budget.
+        norm_first: pre-norm (True) or post-norm, the paper's (False).
+        positional: how positions enter: "sinusoidal" (paper: a fixed table added to
+            the embeddings), "learned" (a trained table), or "rope" (queries and keys
+            of self-attention rotated by position).
+        max_len: the most positions of a source or target sequence (tokens).
+        pad_id, bos_id, eos_id: the padding, begin- and end-of-sequence ids (distinct,
+            in both vocabularies).
+        tie_embeddings: one matrix for the target embedding and the output projection
+            (paper: shared; default False).
+    """
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -36,6 +63,7 @@ class TransformerConfig:
     dropout: float = 0.1
     activation: str = "relu"
     norm_first: bool = False
+    positional: str = "sinusoidal"
     max_len: int = 512
     pad_id: int = 0
     bos_id: int = 1
@@ -43,13 +71,23 @@ class TransformerConfig:
     tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
-        sizes = "src_vocab_size tgt_vocab_size d_model nhead num_encoder_layers"
-        for name in f"{sizes} num_decoder_layers dim_feedforward max_len".split():
+        sizes = (
+            "src_vocab_size tgt_vocab_size d_model nhead num_encoder_layers "
+            "num_decoder_layers dim_feedforward max_len"
+        )
+        for name in sizes.split():
             check_positive_int(getattr(self, name), name)
         check_probability(self.dropout, "dropout")
         if self.d_model % self.nhead:
             got = f"d_model={self.d_model}, nhead={self.nhead}"
             raise ValueError(f"d_model must be divisible by nhead, got {got}")
+        for name, choices in (("activation", LAYER_ACTIVATIONS), ("positional", POSITIONAL)):
+            if getattr(self, name) not in choices:
+                got = getattr(self, name)
+                raise ValueError(f"{name} must be one of {choices}, got {got!r}")
+        if self.positional == "rope" and (self.d_model // self.nhead) % 2:
+            d_k = self.d_model // self.nhead
+            raise ValueError(f"positional='rope' needs an even d_model / nhead, got {d_k}")
         vocabs = (self.src_vocab_size, self.tgt_vocab_size)
         for name in ("pad_id", "bos_id", "eos_id"):
             value = check_positive_int(getattr(self, name), name, allow_zero=True)
@@ -65,7 +103,18 @@ class TransformerConfig:
 
 # %% ../notebooks/05b_model.ipynb #937edafc
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer, right-padded ids; `tgt_in`: target shifted right."""
+    """The encoder-decoder Transformer: source ids and target ids shifted right ->
+    next-token logits. Ids are right-padded with `config.pad_id`.
+
+    Its inputs are checked once, at this boundary (`check_inputs`); its layers are
+    built not to check again.
+
+    Args:
+        config: a `TransformerConfig`.
+
+    Shape:
+        src (B, S), tgt_in (B, T) long -> logits (B, T, tgt_vocab_size).
+    """
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -74,18 +123,45 @@ class Transformer(nn.Module):
             raise TypeError(f"config must be a TransformerConfig, got {got}")
         self.config = c = config
         d = c.d_model
-        embedding = (d, c.max_len, c.dropout, c.pad_id)
-        self.src_embed = TransformerEmbedding(c.src_vocab_size, *embedding)
-        self.tgt_embed = TransformerEmbedding(c.tgt_vocab_size, *embedding)
-        layer = (d, c.nhead, c.dim_feedforward, c.dropout, c.activation, c.norm_first)
-        norms = (LayerNorm(d), LayerNorm(d)) if c.norm_first else (None, None)
-        self.encoder = Encoder(EncoderLayer(*layer), c.num_encoder_layers, norms[0])
-        self.decoder = Decoder(DecoderLayer(*layer), c.num_decoder_layers, norms[1])
+        embedding = dict(
+            d_model=d,
+            max_len=c.max_len,
+            dropout=c.dropout,
+            positional=c.positional,
+            validate=False,  # checked once, here
+        )
+        self.src_embed = TransformerEmbedding(
+            c.src_vocab_size, **embedding, padding_idx=c.pad_id
+        )
+        self.tgt_embed = TransformerEmbedding(
+            c.tgt_vocab_size, **embedding, padding_idx=c.pad_id
+        )
+        layer = dict(
+            d_model=d,
+            nhead=c.nhead,
+            dim_feedforward=c.dim_feedforward,
+            dropout=c.dropout,
+            activation=c.activation,
+            norm_first=c.norm_first,
+            validate=False,
+            rope_max_len=c.max_len if c.positional == "rope" else None,
+        )
+        self.encoder = Encoder(
+            EncoderLayer(**layer),
+            c.num_encoder_layers,
+            LayerNorm(d, validate=False) if c.norm_first else None,
+            validate=False,
+        )
+        self.decoder = Decoder(
+            DecoderLayer(**layer),
+            c.num_decoder_layers,
+            LayerNorm(d, validate=False) if c.norm_first else None,
+            validate=False,
+        )
         self.output = nn.Linear(d, c.tgt_vocab_size)
         nn.init.zeros_(self.output.bias)
         if c.tie_embeddings:
             self.tie_weights()
-        trust_inputs(self)  # checked once, here: its layers do not check again
 
     def tie_weights(self) -> None:
         """Share the target embedding table with the output projection (both (V, d))."""
@@ -98,75 +174,98 @@ class Transformer(nn.Module):
         self.output.weight = table
 
     def check_inputs(self, src: Tensor, tgt_in: Tensor) -> Padding:
-        """The model's one check of a batch (lengths, ids in range, no all-PAD source,
-        no PAD in tgt_in[:, 0]) -> Padding. Host sync: call where batches are made."""
+        """The model's one check of a batch -> where it holds PAD (`Padding`).
+
+        Both batch sizes equal, lengths within `max_len`, ids within the vocabularies,
+        no all-PAD source row, no PAD in `tgt_in[:, 0]`. It reads the ids (a host
+        sync): call it where batches are made.
+        """
         self._check_src(src, self._pad(src))
+        if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2:
+            got = list(tgt_in.shape) if isinstance(tgt_in, Tensor) else type(tgt_in)
+            raise ValueError(f"tgt_in must have shape [B, T], got {got}")
+        if len(src) != len(tgt_in):
+            raise ValueError(
+                "src and tgt_in must have the same batch size, got src "
+                f"{list(src.shape)} and tgt_in {list(tgt_in.shape)}"
+            )
         self._check_tgt(tgt_in, 0)
         return find_padding(src, tgt_in, self.config.pad_id)
 
     def encode(
         self, src: Tensor, validate: bool = True, padding: Padding = Padding()
     ) -> tuple[Tensor, Tensor]:
-        """src ids (B, S) -> (memory (B, S, d), src_key_padding_mask (B, S)).
-        `padding.src=False`: `src` holds no PAD, no mask is applied."""
+        """The encoder's output.
+
+        Args:
+            src: source ids, right-padded.
+            validate: check the ids (a host sync).
+            padding: `padding.src=False`: `src` holds no PAD, no mask is applied.
+
+        Returns:
+            memory (B, S, d) and src_key_padding_mask (B, S), True where `src` is PAD.
+        """
         src_pad = self._pad(src)  # (B, S)
         if validate and not _compiling():  # host sync
             self._check_src(src, src_pad, padding.src)
         x = self.src_embed(src)  # (B, S, d)
-        memory = self.encoder(x, src_key_padding_mask=src_pad if padding.src else None)
-        return memory, src_pad
+        masks = call_masks(src_pad, padding=padding, dtype=x.dtype)  # once per call
+        return self.encoder(x, mask=masks.encoder), src_pad  # (B, S, d), (B, S)
 
     def decode(
         self,
         tgt_in: Tensor,
         memory: Tensor | None = None,
         src_key_padding_mask: Tensor | None = None,
-        cache: DecoderCache | None = None,
+        cache: DecodingCache | None = None,
         validate: bool = True,
         padding: Padding = Padding(),
     ) -> Tensor:
         """Logits of every position of `tgt_in`, reading `memory`.
 
         Args:
-            tgt_in: target ids; at position 0 (no cache), BOS in every row.
-            memory, src_key_padding_mask: from `encode`, or None: a cache holds them.
-            cache: the positions decoded so far, any kind (chapter 7's `DecoderCache`,
-                7a's preallocated one); `tgt_in` goes at `position`; updated in place.
+            tgt_in: target ids; at position 0 (no cache), no PAD in any row.
+            memory, src_key_padding_mask: from `encode`; None with a cache, which holds
+                the memory's keys and values and its padding.
+            cache: the positions decoded so far (chapter 7's `DecoderCache`, 7a's
+                preallocated one): `tgt_in` goes at `cache.position`; updated in place.
             validate: check the ids (a host sync); False for tokens a loop chose.
             padding: as for `encode`; `padding.tgt=False` without a cache: causal flag.
 
-        Shapes:
+        Shape:
             tgt_in (B, T), memory (B, S, d), src_key_padding_mask (B, S) -> (B, T, V).
         """
-        src_pad = src_key_padding_mask
         if cache is not None:
-            if memory is not None or src_pad is not None:
+            if memory is not None or src_key_padding_mask is not None:
                 raise ValueError(
                     "with a cache, pass neither memory nor src_key_padding_mask: "
-                    "decode reads them from the cache"
+                    "the cache holds the memory's keys and values and its padding"
                 )
-            memory, src_pad = cache.memory, cache.memory_pad
-        elif memory is None or src_pad is None:
+            src_key_padding_mask = cache.memory_pad
+        elif memory is None or src_key_padding_mask is None:
             raise ValueError(
                 "decode needs memory and src_key_padding_mask (from encode), or a cache"
             )
-        start = 0 if cache is None else cache.position  # before the cache grows
+        start = 0 if cache is None else cache.position  # a long tensor (1,)
         if validate and not _compiling():  # host sync
-            self._check_tgt(tgt_in, int(start))  # ids, length, no PAD in column 0
-            if memory is not None and (memory.ndim != 3 or len(memory) != len(tgt_in)):
-                raise ValueError(
-                    "memory [B, S, d] and tgt_in must have the same batch size, got "
-                    f"memory {list(memory.shape)} and tgt_in {list(tgt_in.shape)}"
-                )
-            if cache is None and not padding.tgt and self._pad(tgt_in).any():
-                raise ValueError("padding.tgt is False, but tgt_in holds PAD")
-            if not padding.src and src_pad.any():
-                msg = "padding.src is False, but src_key_padding_mask marks PAD"
-                raise ValueError(msg)
-        masks = call_masks(src_pad, self._pad(tgt_in), padding, cache, start)
-        kw = {k: v for k, v in masks.as_kwargs().items() if k != "src_key_padding_mask"}
+            self._check_decode(tgt_in, memory, src_key_padding_mask, start, padding)
+        tgt_pad = self._pad(tgt_in)  # (B, T)
+        # with a cache, the new positions' padding is recorded, then all keys' is read
+        keys_pad = None if cache is None else cache.record_padding(tgt_pad)  # (B, Lk)
         x = self.tgt_embed(tgt_in, start=start)  # (B, T, d)
-        return self.output(self.decoder(x, memory, cache=cache, **kw))  # (B, T, V)
+        masks = call_masks(
+            src_key_padding_mask, tgt_pad, padding, keys_pad, start, x.dtype
+        )  # once per call: every layer gets the same tensors
+        x = self.decoder(
+            x,
+            memory,
+            tgt_mask=masks.decoder,
+            memory_mask=masks.cross,
+            tgt_is_causal=masks.decoder_is_causal,
+            cache=cache,
+            start=start,
+        )  # (B, T, d)
+        return self.output(x)  # (B, T, V)
 
     def forward(
         self,
@@ -175,10 +274,21 @@ class Transformer(nn.Module):
         validate: bool = True,
         padding: Padding | None = None,
     ) -> Tensor:
-        """Logits (B, T, V) of `tgt_in` (B, T) given `src` (B, S). `validate` runs
-        `check_inputs`, which also finds `padding`; with `validate=False`, pass what it
-        returned, else every mask is kept. Under `torch.compile` the check is skipped: a
-        bad id fails in the embedding (`IndexError` on CPU, a device assert on CUDA)."""
+        """Next-token logits of every position of `tgt_in`, given `src`.
+
+        Args:
+            src: source ids (B, S), right-padded.
+            tgt_in: target ids shifted right (BOS first), right-padded.
+            validate: run `check_inputs` (a host sync), which also finds `padding`.
+                Under `torch.compile` it is skipped: an id out of range then fails
+                in the embedding (eager: `IndexError`; compiled: the generated
+                kernel's error, or a device assert on CUDA).
+            padding: with `validate=False`, what `check_inputs` returned; None: every
+                mask is kept.
+
+        Shape:
+            src (B, S), tgt_in (B, T) -> logits (B, T, tgt_vocab_size).
+        """
         validate = validate and not _compiling()  # a graph cannot read ids back
         padding = self.check_inputs(src, tgt_in) if validate else padding or Padding()
         memory, src_pad = self.encode(src, validate=False, padding=padding)
@@ -215,6 +325,43 @@ class Transformer(nn.Module):
                 "padding in column 0"
             )
 
+    def _check_decode(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor | None,
+        memory_pad: Tensor,
+        start: int | Tensor,
+        padding: Padding,
+    ) -> None:
+        """`decode`'s checks: ids, lengths and batch sizes (host syncs)."""
+        if not isinstance(tgt_in, Tensor) or tgt_in.dim() != 2:
+            got = list(tgt_in.shape) if isinstance(tgt_in, Tensor) else type(tgt_in)
+            raise ValueError(f"tgt_in must have shape [B, T], got {got}")
+        self._check_tgt(tgt_in, int(start))  # ids, length, no PAD in column 0
+        B, d = len(tgt_in), self.config.d_model
+        if memory is not None and (memory.dim() != 3 or memory.shape[::2] != (B, d)):
+            raise ValueError(
+                f"memory [B, S, d_model] and tgt_in must have the same batch size: "
+                f"expected [{B}, S, {d}] for tgt_in {list(tgt_in.shape)}, got "
+                f"{list(memory.shape)}"
+            )
+        S = None if memory is None else memory.shape[1]
+        if (
+            memory_pad.dim() != 2
+            or memory_pad.shape[0] != B
+            or S not in (None, memory_pad.shape[1])
+        ):
+            want = f"[{B}, {'S' if S is None else S}]"
+            raise ValueError(
+                f"src_key_padding_mask (or the cache's memory_pad) must have shape "
+                f"{want}, got {list(memory_pad.shape)}"
+            )
+        if isinstance(start, int) and not padding.tgt and self._pad(tgt_in).any():
+            raise ValueError("padding.tgt is False, but tgt_in holds PAD")
+        if not padding.src and memory_pad.any():
+            msg = "padding.src is False, but src_key_padding_mask marks PAD"
+            raise ValueError(msg)
+
     def num_parameters(self) -> int:
         """Distinct parameters (a tied matrix counts once)."""
         return sum(p.numel() for p in self.parameters())
@@ -225,17 +372,28 @@ class Transformer(nn.Module):
         its device: post-norm, untied, PAD 0, BOS 1, EOS 2; equal logits in eval."""
         enc, dec, out = reference.encoder, reference.decoder, reference.output
         first, src, tgt = enc[0], reference.source_embedding, reference.target_embedding
-        V, d, ff = out.out_features, out.in_features, first.linear1.out_features
-        sizes = (V, V, d, first.self_attn.num_heads, len(enc), len(dec), ff)  # fields
-        config = TransformerConfig(*sizes, src.dropout.p, max_len=src.table.shape[0])
+        V = out.out_features
+        config = TransformerConfig(
+            src_vocab_size=V,
+            tgt_vocab_size=V,
+            d_model=out.in_features,
+            nhead=first.self_attn.num_heads,
+            num_encoder_layers=len(enc),
+            num_decoder_layers=len(dec),
+            dim_feedforward=first.linear1.out_features,
+            dropout=src.dropout.p,
+            max_len=src.table.shape[0],
+        )
         ours = cls(config).to(out.weight.device)
         with torch.no_grad():
             ours.src_embed.token.weight.copy_(src.embedding.weight)
             ours.tgt_embed.token.weight.copy_(tgt.embedding.weight)
             ours.output.load_state_dict(out.state_dict())
-        ours.encoder.layers = nn.ModuleList(map(EncoderLayer.from_torch, enc))
-        ours.decoder.layers = nn.ModuleList(map(DecoderLayer.from_torch, dec))
-        return trust_inputs(ours)
+        copies = [EncoderLayer.from_torch(m, validate=False) for m in enc]
+        ours.encoder.layers = nn.ModuleList(copies)
+        copies = [DecoderLayer.from_torch(m, validate=False) for m in dec]
+        ours.decoder.layers = nn.ModuleList(copies)
+        return ours
 
 # %% ../notebooks/05b_model.ipynb #921a33ab
 @torch.no_grad()

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import _attention, check_mask_dtype, to_additive_mask
+from .embedding import RotaryEmbedding
 from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
@@ -22,7 +23,7 @@ def _merge_masks(kpm: Tensor | None, am: Tensor | None, shape, dtype) -> Tensor 
     """key_padding_mask `kpm` (B, Lk) and attn_mask `am` (Lq, Lk) or (B*H, Lq, Lk) as
     one mask to broadcast to `shape` (B, H, Lq, Lk): bool if both are, else additive."""
     kpm = None if kpm is None else kpm.view(shape[0], 1, 1, shape[3])  # (B, 1, 1, Lk)
-    if am is not None and am.dim() != 2:
+    if am is not None and am.dim() == 3:
         am = am.view(shape)  # (B*H, Lq, Lk) -> (B, H, Lq, Lk)
     parts = [mask for mask in (kpm, am) if mask is not None]
     if not parts:
@@ -41,6 +42,11 @@ class MultiHeadAttention(nn.Module):
         nhead: heads H, each of width d_k = d / H.
         dropout: dropout on the attention weights, in [0, 1).
         bias: whether the projections have biases.
+        validate: check every call's inputs (clear errors, and a query row with every
+            key masked gets a zero output). False inside a layer or a model that
+            checked its inputs once and hands over masks with no such row.
+        rope_max_len: rotate the queries and keys by their positions (RoPE,
+            `RotaryEmbedding`), up to this many positions; None (default): no rotation.
 
     `fused = False` forces the written-out path even when no weights are requested.
     """
@@ -53,6 +59,8 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        validate: bool = True,
+        rope_max_len: int | None = None,
     ) -> None:
         super().__init__()
         d = d_model = check_positive_int(d_model, "d_model")
@@ -68,8 +76,11 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.nhead, self.d_k = d_model, nhead, d_model // nhead
         self.dropout = check_probability(dropout, "dropout")
         self.fused = True
-        self.validate_inputs = True  # False inside a model, which checks them once
+        self.validate = bool(validate)
         factory = {"bias": bias, "device": device, "dtype": dtype}
+        self.rotary = None if rope_max_len is None else RotaryEmbedding(
+            self.d_k, rope_max_len
+        )
         self.q_proj = nn.Linear(d, d, **factory)  # W^Q = [W_1^Q ... W_H^Q]
         self.k_proj = nn.Linear(d, d, **factory)  # W^K
         self.v_proj = nn.Linear(d, d, **factory)  # W^V
@@ -108,11 +119,18 @@ class MultiHeadAttention(nn.Module):
         attn_mask: Tensor | None = None,
         cache: KVCache | None = None,
         is_causal: bool = False,
+        kv: tuple[Tensor, Tensor] | None = None,
     ) -> None:
-        """`forward`'s argument checks (clear errors), run while `validate_inputs`."""
+        """`forward`'s argument checks (clear errors), run when `validate`."""
         B, Lq, d = check_shape(query, (None, None, self.d_model), "query").shape
-        if cache is not None and cache.static and cache.key is not None:
-            Lk = cache.key.shape[2]  # the memory, projected already
+        if kv is not None:
+            if cache is not None:
+                raise ValueError(
+                    "pass kv (projected keys and values) or cache, not both"
+                )
+            heads = (B, self.nhead, None, self.d_k)
+            Lk = check_shape(kv[0], heads, "kv[0] (keys)").shape[2]
+            check_shape(kv[1], (B, self.nhead, Lk, self.d_k), "kv[1] (values)")
         else:
             check_shape(value, check_shape(key, (B, None, d), "key").shape, "value")
             Lk = key.shape[1] if cache is None else cache.keys_after(key.shape[1])
@@ -121,10 +139,15 @@ class MultiHeadAttention(nn.Module):
             check_shape(key_padding_mask, (B, Lk), "key_padding_mask")
         if attn_mask is not None:
             check_mask_dtype(attn_mask, "attn_mask")
-            if tuple(attn_mask.shape) not in ((Lq, Lk), (B * self.nhead, Lq, Lk)):
+            shape, full = tuple(attn_mask.shape), (B, self.nhead, Lq, Lk)
+            broadcasts = len(shape) == 4 and all(
+                n in (1, m) for n, m in zip(shape, full)
+            )
+            if shape not in ((Lq, Lk), (B * self.nhead, Lq, Lk)) and not broadcasts:
                 raise ValueError(
-                    f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}] or "
-                    f"[B*nhead, Lq, Lk] = [{B * self.nhead}, {Lq}, {Lk}], "
+                    f"attn_mask must have shape [Lq, Lk] = [{Lq}, {Lk}], "
+                    f"[B*nhead, Lq, Lk] = [{B * self.nhead}, {Lq}, {Lk}] or one that "
+                    f"broadcasts to [B, nhead, Lq, Lk] = {list(full)}, "
                     f"got {list(attn_mask.shape)}"
                 )
         if is_causal and attn_mask is not None:
@@ -144,47 +167,59 @@ class MultiHeadAttention(nn.Module):
         average_attn_weights: bool = True,
         cache: KVCache | None = None,
         is_causal: bool = False,
+        kv: tuple[Tensor, Tensor] | None = None,
+        start: int | Tensor = 0,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `query` to `key` / `value`: Concat(O_1, ..., O_H) W^O.
 
         Args:
+            query, key, value: the inputs; `key` and `value` may be None with `kv`.
             key_padding_mask, attn_mask: bool (True = may not attend) or float (added).
             need_weights: also return the weights; unlike PyTorch, False by default.
             average_attn_weights: average the weights over heads.
-            cache: a `KVCache` (or preallocated one), updated in place: self-attention
-                appends; a static (cross-attention) one projects `key`/`value` once,
-                then reads them back (`key`, `value` may then be None).
+            cache: a self-attention cache (`KVCache`, or chapter 7a's preallocated
+                one): the new keys and values are appended, in place, and the query
+                attends to all of them.
             is_causal: the causal mask as a flag, not a tensor (Lq = Lk, `attn_mask`
                 None), so that SDPA may pick a flash kernel.
+            kv: keys and values projected already (`project_keys_values`), e.g. the
+                memory's during decoding: used as they are.
+            start: the position of the first query and new key (a cache's position),
+                for `rotary`; an int or a long tensor (1,).
 
         Shapes:
-            query (B, Lq, d), key and value (B, Ln, d), key_padding_mask (B, Lk),
-            attn_mask (Lq, Lk) or (B*H, Lq, Lk) -> output (B, Lq, d), weights
-            (B, [H,] Lq, Lk) or None; Lk = Ln, or what the cache holds after the call.
+            query (B, Lq, d), key and value (B, Ln, d), kv (B, H, Lk, d_k) each,
+            key_padding_mask (B, Lk), attn_mask (Lq, Lk), (B*H, Lq, Lk) or broadcastable
+            to (B, H, Lq, Lk) -> output (B, Lq, d), weights (B, [H,] Lq, Lk) or None;
+            Lk = Ln, or what the cache holds after the call.
         """
-        if self.validate_inputs:
+        if self.validate:
             self.check_inputs(
-                query, key, value, key_padding_mask, attn_mask, cache, is_causal
+                query, key, value, key_padding_mask, attn_mask, cache, is_causal, kv
             )
         B, Lq, d = query.shape
         q = self.split_heads(self.q_proj(query))  # (B, H, Lq, d_k)
-        if cache is not None and cache.static and cache.key is not None:
-            k, v = cache.key, cache.value  # projected once
-        else:
-            k, v = self.project_keys_values(key, value)  # (B, H, Ln, d_k)
-            k, v = (k, v) if cache is None else cache.update(k, v)  # (B, H, Lk, d_k)
+        if kv is None:
+            k, v = self.project_keys_values(key, value)  # (B, H, Ln, d_k) each
+            if self.rotary is not None:  # RoPE: rotated by position, new keys only
+                q, k = self.rotary(q, start), self.rotary(k, start)
+            kv = (k, v) if cache is None else cache.update(k, v)  # (B, H, Lk, d_k)
+        k, v = kv
         shape = (B, self.nhead, Lq, k.shape[2])  # of the scores: (B, H, Lq, Lk)
         mask = _merge_masks(key_padding_mask, attn_mask, shape, query.dtype)
         p = self.dropout if self.training else 0.0
         fused = self.fused and not need_weights
-        heads, w = _attention(q, k, v, mask, p, fused, is_causal)  # (B, H, Lq, d_k)
+        # (B, H, Lq, d_k); a trusted caller's masks have no fully masked row
+        heads, w = _attention(q, k, v, mask, p, fused, is_causal, not self.validate)
         output = self.out_proj(heads.transpose(1, 2).reshape(B, Lq, d))  # (B, Lq, d)
         if need_weights and average_attn_weights:
             w = w.mean(dim=1)  # (B, H, Lq, Lk) -> (B, Lq, Lk)
         return output, w if need_weights else None
 
     @classmethod
-    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
+    def from_torch(
+        cls, module: nn.MultiheadAttention, validate: bool = True
+    ) -> MultiHeadAttention:
         """Copy of `module` (kdim = vdim = embed_dim, no add_bias_kv/add_zero_attn)."""
         if not isinstance(module, nn.MultiheadAttention):
             raise TypeError(
@@ -202,7 +237,7 @@ class MultiHeadAttention(nn.Module):
             )
         weight, bias = module.in_proj_weight, module.in_proj_bias  # (3d, d), (3d,)
         d, H, p = module.embed_dim, module.num_heads, module.dropout
-        new = cls(d, H, p, bias is not None, weight.device, weight.dtype)
+        new = cls(d, H, p, bias is not None, weight.device, weight.dtype, validate)
         state = dict(module.out_proj.named_parameters(prefix="out_proj"))
         biases = bias.chunk(3) if bias is not None else [None] * 3
         for name, w, b in zip("qkv", weight.chunk(3), biases):  # [W^Q; W^K; W^V]
@@ -213,20 +248,16 @@ class MultiHeadAttention(nn.Module):
 # %% ../notebooks/02a_multihead.ipynb #a1c0de04
 @dataclass
 class KVCache:
-    """The keys and values of one attention layer, kept between decoding steps.
-
-    Args:
-        key, value: those so far, or None before the first call.
-        static: False for self-attention (each call appends); True for cross-attention
-            (the first call stores the memory's keys and values, later ones read them).
+    """The keys and values of one self-attention layer, kept between decoding steps:
+    each call appends its own (the memory's keys and values, which never change, are
+    passed to cross-attention as `kv` instead).
 
     Shapes:
-        key, value: (B, H, t, d_k), t positions so far (t = S, the memory's, if static).
+        key, value: (B, H, t, d_k), t positions so far; None before the first call.
     """
 
     key: Tensor | None = None
     value: Tensor | None = None
-    static: bool = False
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Append `key`, `value` (B, H, n, d_k); return all, (B, H, t + n, d_k)."""
@@ -238,13 +269,11 @@ class KVCache:
 
     def keys_after(self, n: int) -> int:
         """How many keys a call that brings `n` new ones attends to."""
-        if self.key is None:
-            return n
-        return self.key.shape[2] + (0 if self.static else n)
+        return n if self.key is None else self.key.shape[2] + n
 
-    def select(self, rows: Tensor | None = None) -> KVCache:
-        """A new cache of batch rows `rows` (B',), or of all rows when None (a copy)."""
-        if rows is None or self.key is None:
-            return KVCache(self.key, self.value, self.static)
-        key, value = (t.index_select(0, rows) for t in (self.key, self.value))
-        return KVCache(key, value, self.static)
+    def select(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` (B',), in place (e.g. the parents of beams)."""
+        if self.key is not None:
+            self.key, self.value = (
+                t.index_select(0, rows) for t in (self.key, self.value)
+            )

@@ -24,9 +24,11 @@ class LayerNorm(nn.Module):
     (`weight`) and beta (`bias`) have shape (d_model,). No running statistics:
     train == eval. `fused = True` (the default) computes the same function with
     `F.layer_norm`, one kernel; set it to False for the written-out computation.
+    `validate`: check the input's shape at every call (False inside a layer, which
+    checks once).
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5):
+    def __init__(self, d_model: int, eps: float = 1e-5, validate: bool = True):
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
         if not eps > 0:
@@ -35,9 +37,7 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma (d,)
         self.bias = nn.Parameter(torch.zeros(d_model))  # beta  (d,)
         self.fused = True
-        self.validate_inputs = (
-            True  # False inside a model, which checks its inputs once
-        )
+        self.validate = bool(validate)  # False inside a layer, which checks once
 
     def reset_parameters(self) -> None:
         nn.init.ones_(self.weight)
@@ -55,7 +55,7 @@ class LayerNorm(nn.Module):
             )
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        if self.validate_inputs:
+        if self.validate:
             self.check_inputs(z)
         if self.fused:
             return F.layer_norm(z, (self.d_model,), self.weight, self.bias, self.eps)
@@ -136,7 +136,8 @@ class ResidualSublayer(nn.Module):
         eps: float = 1e-5,
     ):
         super().__init__()
-        self.norm = LayerNorm(d_model, eps=eps)
+        # the layer that owns this sublayer checks its input
+        self.norm = LayerNorm(d_model, eps=eps, validate=False)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
         self.norm_first = bool(norm_first)
 

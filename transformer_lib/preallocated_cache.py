@@ -12,7 +12,6 @@ import torch
 from torch import Tensor
 
 from .model import Transformer
-from .multihead import KVCache
 from .utils import check_positive_int
 
 # %% auto #0
@@ -25,8 +24,8 @@ class PreallocatedKVCache:
     allocated once, written in place at `position`: the same shapes and addresses at
     every step.
 
-    It has the interface of `KVCache` that `MultiHeadAttention` uses. The positions not
-    written yet are hidden by the caller's key padding mask
+    It has the interface of `KVCache` (`update`, `keys_after`, `select`). The positions
+    not written yet are hidden by the caller's key padding mask
     (`PreallocatedCache.blocked`).
 
     Args:
@@ -38,8 +37,6 @@ class PreallocatedKVCache:
         key, value (B, H, capacity, d_k);
         update: (B, H, 1, d_k) -> (B, H, capacity, d_k).
     """
-
-    static = False  # for MultiHeadAttention: project and update at every call
 
     def __init__(self, key: Tensor, value: Tensor, position: Tensor):
         self.key, self.value, self.position = key, value, position
@@ -53,11 +50,15 @@ class PreallocatedKVCache:
         self.value.index_copy_(2, self.position, value)
         return self.key, self.value
 
+    def select(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` (B,), in place: the same buffers."""
+        for buffer in (self.key, self.value):
+            buffer.copy_(buffer.index_select(0, rows))
+
 # %% ../notebooks/07a_preallocated_cache.ipynb #c60186d5
 class PreallocatedCache:
-    """What a fixed-shape decoding step reads and writes: the tensors of `DecoderCache`,
-    allocated once for `capacity` target positions, with the memory's keys and values
-    projected.
+    """A `DecodingCache` whose step has one shape: its tensors are allocated once for
+    `capacity` target positions, the memory's keys and values projected at `fill`.
 
     Args:
         model: the `Transformer` that decodes; memory (B, S, d), memory_pad (B, S):
@@ -66,7 +67,7 @@ class PreallocatedCache:
 
     Shapes:
         self_attn[i].key/value (B, H, capacity, d_k);
-        cross_attn[i].key/value (B, H, S, d_k);
+        memory_kv[i] (B, H, S, d_k) each; memory_pad (B, S);
         blocked (B, capacity), True where a key may not be attended (PAD, or not written
         yet); position (1,), where the next step writes.
     """
@@ -83,10 +84,8 @@ class PreallocatedCache:
             capacity,
             torch.zeros(1, dtype=torch.long, device=memory.device),
         )
-        self.memory, self.memory_pad = (
-            torch.empty_like(memory),
-            torch.empty_like(memory_pad),
-        )
+        self.memory_pad = torch.empty_like(memory_pad)
+        self.memory_like = memory.new_empty(0), memory.shape  # what `fill` takes
         self.blocked = torch.ones(B, capacity, dtype=torch.bool, device=memory.device)
         per_layer = [
             (B, c.nhead, capacity, d // c.nhead),
@@ -98,8 +97,8 @@ class PreallocatedCache:
             )
             for _ in model.decoder.layers
         ]
-        self.cross_attn = [
-            KVCache(*(memory.new_zeros(per_layer[1]) for _ in "kv"), static=True)
+        self.memory_kv = [
+            tuple(memory.new_zeros(per_layer[1]) for _ in "kv")
             for _ in model.decoder.layers
         ]
         if memory.device.type == "cuda":  # CUDA graphs read these in place
@@ -109,21 +108,19 @@ class PreallocatedCache:
 
     def tensors(self) -> list[Tensor]:
         """Every tensor of the cache, the position last."""
-        kv = [
-            t
-            for cache in self.self_attn + self.cross_attn
-            for t in (cache.key, cache.value)
-        ]
-        return kv + [self.memory, self.memory_pad, self.blocked, self.position]
+        kv = [t for cache in self.self_attn for t in (cache.key, cache.value)]
+        kv += [t for pair in self.memory_kv for t in pair]
+        return kv + [self.memory_pad, self.blocked, self.position]
 
     def fits(self, memory: Tensor, capacity: int) -> bool:
         """Whether `fill` can take `memory` for `capacity` positions (same shapes and
         kind)."""
+        kind, shape = self.memory_like
         return (
             self.capacity == capacity
-            and self.memory.shape == memory.shape
-            and self.memory.dtype == memory.dtype
-            and self.memory.device == memory.device
+            and memory.shape == shape
+            and memory.dtype == kind.dtype
+            and memory.device == kind.device
         )
 
     @torch.no_grad()
@@ -133,19 +130,16 @@ class PreallocatedCache:
         """Start decoding from `memory`, in place: no position written, cross-attention
         projected."""
         if not self.fits(memory, self.capacity):
+            kind, shape = self.memory_like
             raise ValueError(
-                f"memory must be {list(self.memory.shape)}, {self.memory.dtype}, on "
-                f"{self.memory.device}, got {list(memory.shape)}, {memory.dtype}, "
-                f"{memory.device}"
+                f"memory must be {list(shape)}, {kind.dtype}, on {kind.device}, got "
+                f"{list(memory.shape)}, {memory.dtype}, {memory.device}"
             )
-        self.memory.copy_(memory)
         self.memory_pad.copy_(memory_pad)
-        for layer, cache in zip(model.decoder.layers, self.cross_attn):
-            key, value = layer.cross_attn.project_keys_values(
-                memory, memory
-            )  # (B, H, S, d_k)
-            cache.key.copy_(key)
-            cache.value.copy_(value)
+        projected = model.decoder.project_memory(memory)  # (B, H, S, d_k) each
+        for buffers, kv in zip(self.memory_kv, projected):
+            for buffer, tensor in zip(buffers, kv):
+                buffer.copy_(tensor)
         for cache in self.self_attn:  # stale values are masked, but keep them finite
             cache.key.zero_()
             cache.value.zero_()
@@ -153,18 +147,17 @@ class PreallocatedCache:
         self.position.zero_()
         return self
 
-    def append_padding(self, tgt_pad: Tensor) -> Tensor:
+    def record_padding(self, tgt_pad: Tensor) -> Tensor:
         """Record the padding (B, 1) of the position written now; return that of all
         keys, (B, capacity): PAD, or not written yet."""
         self.blocked.index_copy_(1, self.position, tgt_pad)
         return self.blocked
 
-    def select(self, rows: Tensor) -> PreallocatedCache:
+    def select(self, rows: Tensor) -> None:
         """Keep batch rows `rows` (B,), e.g. the parents of beam search's beams, in
-        place."""
+        place: the same buffers."""
         for tensor in self.tensors()[:-1]:
             tensor.copy_(tensor.index_select(0, rows))
-        return self
 
 # %% ../notebooks/07a_preallocated_cache.ipynb #39767b8f
 # torch.compile's code generator; tests use "aot_eager" (compiles fast):
@@ -207,7 +200,7 @@ def preallocated_cache(
 # %% ../notebooks/07a_preallocated_cache.ipynb #b0f7e4c6
 class PreallocatedDecoding:
     """A decoding state for the loops of `transformer_lib.generation`
-    (`greedy(..., use_cache=PreallocatedDecoding)`): next-token logits from
+    (`greedy(..., state=PreallocatedDecoding)`): next-token logits from
     `Transformer.decode`, run eagerly, on a `PreallocatedCache` of `steps` positions
     (`CompiledDecoding`: compiled).
 

@@ -14,7 +14,7 @@ import torch
 
 # %% auto #0
 __all__ = ['DEVICE_ENV_VAR', 'GLUE_DIGITS', 'get_device', 'seed_everything', 'glue', 'check_positive_int', 'check_probability',
-           'check_shape', 'trust_inputs']
+           'check_shape']
 
 # %% ../notebooks/00_utils.ipynb #cfd86401
 DEVICE_ENV_VAR = "TT_DEVICE"
@@ -125,15 +125,3 @@ def check_shape(
         want = "[" + ", ".join("*" if e is None else str(e) for e in expected) + "]"
         raise ValueError(f"{name} must have shape {want}, got {list(shape)}")
     return tensor
-
-
-def trust_inputs(module: torch.nn.Module) -> torch.nn.Module:
-    """Turn off the input checks of every layer inside `module` (not of `module`).
-
-    A layer used on its own checks its inputs at its entry (`validate_inputs`, True by
-    default). Inside a model, the model has checked them once already, at its boundary.
-    """
-    for sub in module.modules():
-        if sub is not module and hasattr(sub, "validate_inputs"):
-            sub.validate_inputs = False
-    return module

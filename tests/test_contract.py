@@ -361,3 +361,100 @@ def test_exercises_are_checked_by_an_executed_assert(path):
                and has_assert(c)]
     assert checked, (f"{path.name}: no executed code cell after the Exercises heading holds an "
                      "assert; add a folded (hide-input) solution cell that computes and asserts")
+
+
+def test_the_gpu_workflow_runs_make_test_gpu_on_a_gpu_runner():
+    """Issue 35: `.github/workflows/gpu.yml` runs `make test-gpu` on a self-hosted runner labelled
+    `gpu`, on demand and on a schedule, and uploads the run's record whatever the outcome."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as True
+    assert "workflow_dispatch" in triggers, "gpu.yml: no workflow_dispatch (run on demand)"
+    assert [t.get("cron") for t in triggers.get("schedule") or []], "gpu.yml: no schedule cron"
+    assert not {"push", "pull_request"} & set(triggers), "gpu.yml: CI stays CPU-only (.ci/run)"
+    jobs = [job for job in workflow["jobs"].values()
+            if any(step.get("run", "").strip() == "make test-gpu" for step in job["steps"])]
+    assert jobs, "gpu.yml: no step runs `make test-gpu`"
+    for job in jobs:
+        labels = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
+        assert {"self-hosted", "gpu"} <= set(labels), f"gpu.yml: runs on {labels}, not [self-hosted, gpu]"
+        assert job.get("timeout-minutes"), "gpu.yml: the job has no timeout"
+        uploads = [step for step in job["steps"]
+                   if step.get("uses", "").startswith("actions/upload-artifact@")]
+        assert any(step["with"]["path"] == "bench/results/test_gpu-cuda.json"
+                   and step.get("if") == "always()" for step in uploads), (
+            "gpu.yml: bench/results/test_gpu-cuda.json is not uploaded with `if: always()`")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test\n" in ci and "test-gpu" not in ci, ".ci/run must stay CPU-only"
+
+
+# Import names whose distribution on PyPI is named otherwise.
+DISTRIBUTIONS = {"yaml": "pyyaml", "PIL": "pillow", "sklearn": "scikit-learn"}
+# What a declared dependency needs at import time without declaring it: torch's wheels do not
+# require NumPy, yet `import torch` without it warns "Failed to initialize NumPy" on stderr.
+IMPORTED_WITH = {"torch": {"numpy"}}
+BOOK_ONLY = {"figures"}  # modules of the book's extra (`pip install transformer_lib[book]`)
+
+
+def third_party_imports(path: Path) -> tuple[set[str], set[str]]:
+    """The third-party packages a module imports: (at import time, in a function body). Imports
+    in a `try` that catches ImportError are optional and left out."""
+    import ast
+    import sys
+
+    top, inner = set(), set()
+
+    def visit(nodes, in_function: bool) -> None:
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(node.body, True)
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, in_function)
+            elif isinstance(node, ast.Try) and any(
+                    {"ImportError", "ModuleNotFoundError"} & {n.id for n in ast.walk(h.type or ast.Pass())
+                                                             if isinstance(n, ast.Name)}
+                    for h in node.handlers):
+                visit([n for n in node.body if not isinstance(n, (ast.Import, ast.ImportFrom))], in_function)
+                for part in (node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                    visit(part, in_function)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    continue
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                for name in names:
+                    root = name.split(".")[0]
+                    if root not in sys.stdlib_module_names and root not in {"__future__", "transformer_lib"}:
+                        (inner if in_function else top).add(DISTRIBUTIONS.get(root, root).lower().replace("_", "-"))
+            else:
+                visit([c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)], in_function)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body, False)
+    return top, inner
+
+
+def test_the_library_declares_what_it_imports():
+    """Issue 32: a clean `pip install` imports without a warning. Every third-party package a
+    module of the library imports (and what those need at import time) is in pyproject.toml's
+    `dependencies`, or for the book-only modules in the `book` extra; a package imported inside a
+    function without a fallback is declared there or in an extra."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(specs: list[str]) -> set[str]:
+        return {re.match(r"[A-Za-z0-9_.-]+", s).group(0).lower().replace("_", "-") for s in specs}
+
+    required = names(project["dependencies"])
+    extras = {extra: names(specs) for extra, specs in project["optional-dependencies"].items()}
+    modules = sorted((ROOT / "transformer_lib").glob("*.py"))
+    assert BOOK_ONLY <= {p.stem for p in modules}, f"book-only modules {BOOK_ONLY} not all found"
+    missing: dict[str, list[str]] = {}  # package -> the modules that need it, and how
+    for path in modules:
+        top, inner = third_party_imports(path)
+        implied = {need: dist for dist in top for need in IMPORTED_WITH.get(dist, ()) if need not in top}
+        declared = required | extras["book"] if path.stem in BOOK_ONLY else required
+        for dist in sorted((top | set(implied)) - declared):
+            how = f"through {implied[dist]}" if dist in implied else "at import time"
+            missing.setdefault(dist, []).append(f"{path.name} ({how})")
+        for dist in sorted(inner - required.union(*extras.values())):
+            missing.setdefault(dist, []).append(f"{path.name} (in a function)")
+    assert not missing, "imported but not declared in pyproject.toml: " + "; ".join(
+        f"{dist}, by {', '.join(where)}" for dist, where in missing.items())

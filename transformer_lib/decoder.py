@@ -153,7 +153,14 @@ class DecoderLayer(nn.Module):
     def _sa_block(self, x, mask, key_padding_mask, is_causal, cache, start) -> Tensor:
         """Masked self-attention: queries, keys and values from the target."""
         return self.self_attn(
-            x, x, x, key_padding_mask, mask, is_causal=is_causal, cache=cache, start=start
+            x,
+            x,
+            x,
+            key_padding_mask,
+            mask,
+            is_causal=is_causal,
+            cache=cache,
+            start=start,
         )[0]
 
     def _mha_block(self, x, memory, mask, key_padding_mask, kv) -> Tensor:

@@ -18,24 +18,30 @@ __all__ = ['POSITIONAL', 'check_token_ids', 'TokenEmbedding', 'sinusoidal_table'
            'LearnedPositionalEmbedding', 'RotaryEmbedding', 'TransformerEmbedding']
 
 # %% ../notebooks/01_embedding.ipynb #9640b829
-# fmt: off
-def check_token_ids(tokens: torch.Tensor, vocab_size: int,
-                    name: str = "tokens") -> torch.Tensor:
+def check_token_ids(
+    tokens: torch.Tensor, vocab_size: int, name: str = "tokens"
+) -> torch.Tensor:
     """Return `tokens` if it is an integer tensor (B, S) of ids in [0, vocab_size)."""
     if not isinstance(tokens, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, "
-                        f"got {type(tokens).__name__}")
+        raise TypeError(
+            f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}"
+        )
     dtype = tokens.dtype
     if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor of token ids (torch.long), "
-                        f"got dtype {dtype}")
+        raise TypeError(
+            f"{name} must be an integer tensor of token ids (torch.long), "
+            f"got dtype {dtype}"
+        )
     if tokens.dim() != 2:
-        raise ValueError(f"{name} must have shape [B, S] (batch, sequence), "
-                         f"got shape {list(tokens.shape)}")
+        raise ValueError(
+            f"{name} must have shape [B, S] (batch, sequence), "
+            f"got shape {list(tokens.shape)}"
+        )
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         bad = int(tokens.min()) if int(tokens.min()) < 0 else int(tokens.max())
-        raise ValueError(f"{name} contains id {bad}, "
-                         f"outside [0, vocab_size={vocab_size})")
+        raise ValueError(
+            f"{name} contains id {bad}, outside [0, vocab_size={vocab_size})"
+        )
     return tokens
 
 
@@ -56,11 +62,13 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.d_model = check_positive_int(d_model, "d_model")
-        if padding_idx is not None and not (isinstance(padding_idx, int)
-                                            and 0 <= padding_idx < vocab_size):
+        if padding_idx is not None and not (
+            isinstance(padding_idx, int) and 0 <= padding_idx < vocab_size
+        ):
             raise ValueError(
                 f"padding_idx must be an id in [0, vocab_size={vocab_size}) or None, "
-                f"got {padding_idx!r}")
+                f"got {padding_idx!r}"
+            )
         self.padding_idx = padding_idx
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
         self.scale = math.sqrt(d_model)
@@ -73,7 +81,7 @@ class TokenEmbedding(nn.Module):
         return self.embedding.weight
 
     def reset_parameters(self) -> None:
-        nn.init.normal_(self.embedding.weight, mean=0.0, std=self.d_model ** -0.5)
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=self.d_model**-0.5)
         if self.padding_idx is not None:
             with torch.no_grad():
                 self.embedding.weight[self.padding_idx].zero_()
@@ -141,20 +149,23 @@ class SinusoidalPositionalEncoding(nn.Module):
         return self.dropout(x + rows.to(x.dtype))  # (B, S, d)
 
 # %% ../notebooks/01_embedding.ipynb #79912015
-# fmt: off
-def _check_length(length: int, start: int | torch.Tensor, max_len: int,
-                  name: str = "sequence length") -> None:
+def _check_length(
+    length: int, start: int | torch.Tensor, max_len: int, name: str = "sequence length"
+) -> None:
     if isinstance(start, torch.Tensor):  # on the device: reading it is a host sync
-        return                           # (the caller keeps it in range)
+        return  # (the caller keeps it in range)
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
     if start + length > max_len:
-        raise ValueError(f"{name} {length} (starting at position {start}) exceeds "
-                         f"max_len={max_len}; build the module with a larger max_len")
+        raise ValueError(
+            f"{name} {length} (starting at position {start}) exceeds "
+            f"max_len={max_len}; build the module with a larger max_len"
+        )
 
 
-def _check_positions(x: torch.Tensor, d_model: int, start: int | torch.Tensor,
-                     max_len: int) -> None:
+def _check_positions(
+    x: torch.Tensor, d_model: int, start: int | torch.Tensor, max_len: int
+) -> None:
     if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
         shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must have shape [B, S, d_model={d_model}], got {shape}")
@@ -265,7 +276,9 @@ class TransformerEmbedding(nn.Module):
             "rope": lambda: None,
         }
         if positional not in tables:
-            raise ValueError(f"positional must be one of {POSITIONAL}, got {positional!r}")
+            raise ValueError(
+                f"positional must be one of {POSITIONAL}, got {positional!r}"
+            )
         self.positional = positional
         self.position: nn.Module | None = tables[positional]()
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))

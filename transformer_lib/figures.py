@@ -167,18 +167,31 @@ def architecture_diagram(
     src = ["src_embed.token", "src_embed.position"]
     tgt = ["tgt_embed.token", "tgt_embed.position"]
     edges = [
-        ("src", src[0]), (src[0], src[1]), (src[1], enc[0], "(B, S, d)"),
-        *zip(enc, enc[1:]), (enc[-1], "decoder.layers", "memory"),
-        ("tgt_in", tgt[0]), (tgt[0], tgt[1]), (tgt[1], dec[0], "(B, T, d)"),
-        *zip(dec, dec[1:]), (dec[-1], "output"),
-        ("output", "softmax", "logits"), ("softmax", "probs"),
-    ]  # fmt: skip
+        ("src", src[0]),
+        (src[0], src[1]),
+        (src[1], enc[0], "(B, S, d)"),
+        *zip(enc, enc[1:]),
+        (enc[-1], "decoder.layers", "memory"),
+        ("tgt_in", tgt[0]),
+        (tgt[0], tgt[1]),
+        (tgt[1], dec[0], "(B, T, d)"),
+        *zip(dec, dec[1:]),
+        (dec[-1], "output"),
+        ("output", "softmax", "logits"),
+        ("softmax", "probs"),
+    ]
     return module_diagram(
-        model, edges, title=title, ops={"softmax": "softmax"},
+        model,
+        edges,
+        title=title,
+        ops={"softmax": "softmax"},
         groups={"src_embed": src, "tgt_embed": tgt, "encoder": enc, "decoder": dec},
-        tensors={"src": "source ids (B, S)", "tgt_in": "BOS + target prefix (B, T)",
-                 "probs": "P(next token) (B, T, V)"},
-    )  # fmt: skip
+        tensors={
+            "src": "source ids (B, S)",
+            "tgt_in": "BOS + target prefix (B, T)",
+            "probs": "P(next token) (B, T, V)",
+        },
+    )
 
 # %% ../notebooks/00a_figures.ipynb #4b1f2998
 def plot_mask(

@@ -81,13 +81,18 @@ class TransformerConfig:
         if self.d_model % self.nhead:
             got = f"d_model={self.d_model}, nhead={self.nhead}"
             raise ValueError(f"d_model must be divisible by nhead, got {got}")
-        for name, choices in (("activation", LAYER_ACTIVATIONS), ("positional", POSITIONAL)):
+        for name, choices in (
+            ("activation", LAYER_ACTIVATIONS),
+            ("positional", POSITIONAL),
+        ):
             if getattr(self, name) not in choices:
                 got = getattr(self, name)
                 raise ValueError(f"{name} must be one of {choices}, got {got!r}")
         if self.positional == "rope" and (self.d_model // self.nhead) % 2:
             d_k = self.d_model // self.nhead
-            raise ValueError(f"positional='rope' needs an even d_model / nhead, got {d_k}")
+            raise ValueError(
+                f"positional='rope' needs an even d_model / nhead, got {d_k}"
+            )
         vocabs = (self.src_vocab_size, self.tgt_vocab_size)
         for name in ("pad_id", "bos_id", "eos_id"):
             value = check_positive_int(getattr(self, name), name, allow_zero=True)

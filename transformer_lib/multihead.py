@@ -78,8 +78,8 @@ class MultiHeadAttention(nn.Module):
         self.fused = True
         self.validate = bool(validate)
         factory = {"bias": bias, "device": device, "dtype": dtype}
-        self.rotary = None if rope_max_len is None else RotaryEmbedding(
-            self.d_k, rope_max_len
+        self.rotary = (
+            None if rope_max_len is None else RotaryEmbedding(self.d_k, rope_max_len)
         )
         self.q_proj = nn.Linear(d, d, **factory)  # W^Q = [W_1^Q ... W_H^Q]
         self.k_proj = nn.Linear(d, d, **factory)  # W^K

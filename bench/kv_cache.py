@@ -25,12 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _record import config_parser, result_path, result_writer  # noqa: E402
 
 from transformer_lib.cost import benchmark  # noqa: E402
-from transformer_lib.generation import greedy  # noqa: E402
+from transformer_lib.generation import CachedDecoding, NoCacheDecoding, greedy  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
 from transformer_lib.preallocated_cache import CompiledDecoding, PreallocatedDecoding  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
 
-KINDS = [False, True, PreallocatedDecoding, CompiledDecoding]           # greedy's use_cache
+KINDS = [NoCacheDecoding, CachedDecoding, PreallocatedDecoding, CompiledDecoding]   # greedy's state=
 COLUMNS = [("no_cache", "no cache"), ("kv_cache", "growing"), ("preallocated", "prealloc."),
            ("compiled", "compiled")]
 CONFIGS = {  # vocab, d_model, heads, layers per stack, d_ff, batch, source tokens
@@ -51,7 +51,7 @@ def run_config(name: str, device: torch.device, lengths: list[int], repeats: int
     src = torch.randint(3, vocab, (B, S), device=device)
     for n in lengths:
         # alternating runs, CUDA synchronized before every clock reading: the noise hits all alike
-        plain, *cached = benchmark([lambda kind=kind: greedy(model, src, n, use_cache=kind, ignore_eos=True)
+        plain, *cached = benchmark([lambda kind=kind: greedy(model, src, n, state=kind, ignore_eos=True)
                                     for kind in KINDS], repeats=repeats, warmup=1, device=device)
         row = {"config": name, "new_tokens": n, "no_cache_s": plain}
         for (key, _), seconds in zip(COLUMNS[1:], cached):

@@ -46,7 +46,7 @@ from _record import result_path, result_writer  # noqa: E402
 from transformer_lib.attention import attention  # noqa: E402
 from transformer_lib.cost import benchmark, matmul_peak, training_step_flops  # noqa: E402
 from transformer_lib.encoder import EncoderLayer  # noqa: E402
-from transformer_lib.generation import greedy  # noqa: E402
+from transformer_lib.generation import CachedDecoding, NoCacheDecoding, greedy  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
 
@@ -122,7 +122,8 @@ def decoding_rows(counts: list[int], repeats: dict[str, int], device: torch.devi
     src = torch.randint(3, config.src_vocab_size, (1, DECODING["src_len"]), device=device)
     rows = []
     for use_cache, kind in ((True, "cached"), (False, "uncached")):   # cached runs are cheap: more
-        runs = [lambda n=n: greedy(model, src, n, use_cache=use_cache, ignore_eos=True) for n in counts]
+        state = CachedDecoding if use_cache else NoCacheDecoding
+        runs = [lambda n=n: greedy(model, src, n, state=state, ignore_eos=True) for n in counts]
         assert [run().shape[1] for run in runs] == [n + 1 for n in counts]   # n tokens each; a warm-up
         totals = benchmark(runs, repeats=repeats[kind], warmup=0, device=device, statistic=list)
         for n, total in zip(counts, totals):

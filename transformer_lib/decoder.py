@@ -317,6 +317,7 @@ class Decoder(nn.Module):
         cache: DecodingCache | None = None,
         start: int | Tensor = 0,
     ) -> Tensor:
+        """Every layer in turn, each with the same masks and its own cache, then `norm`."""
         masks = dict(
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,

@@ -89,6 +89,13 @@ class EncoderLayer(nn.Module):
         src_mask: torch.Tensor | None = None,
         src_key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """x = Norm(src + SelfAttn(src)), out = Norm(x + FFN(x)) (post-norm).
+
+        Shape:
+            src (B, S, d), src_mask (S, S) or broadcastable to (B, H, S, S),
+            src_key_padding_mask (B, S) -> (B, S, d).
+        """
+
         def self_attention(h):
             return self.self_attn(
                 h, h, h, key_padding_mask=src_key_padding_mask, attn_mask=src_mask
@@ -216,6 +223,7 @@ class Encoder(nn.Module):
         mask: torch.Tensor | None = None,
         src_key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Every layer in turn, each with the same masks, then `norm`."""
         if self.validate:
             self.layers[0].check_inputs(src, mask, src_key_padding_mask)
         x = src

@@ -75,14 +75,14 @@ def activation_bytes(
     per part.
 
     For this library's written-out attention with dropout off (dropout adds its masks),
-    on a batch with PAD in both src and tgt_in: attention then applies its masks
-    (padding and causal). A batch without PAD saves less: `Transformer` drops the masks
-    it does not need. The `*attention_matrices` entries are the quadratic terms: two
-    (B, H, Lq, Lk) matrices per attention (softmax output, masked weights).
+    on a batch with PAD in both src and tgt_in. The `*attention_matrices` entries are the
+    quadratic terms: one (B, H, Lq, Lk) matrix per attention, the softmax output, which
+    its backward needs and the weighted sum reads. The model's masks are added to the
+    scores, made once per call: no mask is saved.
 
     Args:
         bytes_per_element: of the floating-point activations (4: float32); ids are
-            int64, masks bool.
+            int64.
 
     Shapes:
         src (B, S) = (batch, src_len), tgt_in (B, T) = (batch, tgt_len).
@@ -106,22 +106,20 @@ def activation_bytes(
         # int64
         "token_ids": 8 * B * (S + T),
         "encoder.linear": n_enc * (12 * B * S * d + B * S * f + 2 * B * S) * e,
-        "encoder.attention_matrices": n_enc * 2 * attention_matrix_bytes(B, H, S, S, e),
+        "encoder.attention_matrices": n_enc * attention_matrix_bytes(B, H, S, S, e),
         # read by every cross-attention
         "memory": B * S * d * e,
         "decoder.linear": (
             n_dec * (18 * B * T * d + 2 * B * S * d + B * T * f + 3 * B * T) * e
         ),
         "decoder.self_attention_matrices": (
-            n_dec * 2 * attention_matrix_bytes(B, H, T, T, e)
+            n_dec * attention_matrix_bytes(B, H, T, T, e)
         ),
         "decoder.cross_attention_matrices": (
-            n_dec * 2 * attention_matrix_bytes(B, H, T, S, e)
+            n_dec * attention_matrix_bytes(B, H, T, S, e)
         ),
         # + the output projection's input
         "final_norms_and_output": final_norms * e + B * T * d * e,
-        # bool, one per attention
-        "masks": n_enc * B + n_dec * (B * T + B),
     }
 
 # %% ../notebooks/08a_memory.ipynb #d8cc1664

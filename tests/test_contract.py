@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,8 @@ def test_first_code_cell_is_default_exp_and_colab_install(path):
     urls = re.findall(r"git\+(https://[^\s\"']+)", text)
     assert urls == [CONFIG["repository"]["url"]], (
         f"{path.name}: installs from {urls}, but _config.yml names {CONFIG['repository']['url']}")
+    # every chapter draws (graphviz, matplotlib): the library with its `book` extra
+    assert re.search(r'"transformer_lib\[book\] @ git\+', text), f"{path.name}: install transformer_lib[book]"
 
 
 def test_config_has_colab_button():
@@ -458,3 +462,20 @@ def test_the_library_declares_what_it_imports():
             missing.setdefault(dist, []).append(f"{path.name} (in a function)")
     assert not missing, "imported but not declared in pyproject.toml: " + "; ".join(
         f"{dist}, by {', '.join(where)}" for dist, where in missing.items())
+
+
+FMT_MARK = re.compile(r"#\s*fmt:\s*(off|on|skip)")
+
+
+def test_every_code_cell_is_ruff_format_output_without_exemptions():
+    """Shown code is `ruff format` output at 88 columns (pyproject's [tool.ruff]): no cell and no
+    module keeps hand-squeezed lines behind `# fmt: off` or `# fmt: skip`."""
+    marked = [f"{p.name}: {line.strip()}" for p in NOTEBOOKS for c in code_cells(p)
+              for line in source(c).splitlines() if FMT_MARK.search(line)]
+    marked += [f"transformer_lib/{p.name}" for p in sorted((ROOT / "transformer_lib").glob("*.py"))
+               if FMT_MARK.search(p.read_text(encoding="utf-8"))]
+    assert not marked, "fmt marks: " + "; ".join(marked)
+    check = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", *map(str, NOTEBOOKS)],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert check.returncode == 0, f"not ruff format output:\n{check.stdout}{check.stderr}"
+

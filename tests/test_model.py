@@ -292,3 +292,10 @@ def test_the_config_is_frozen_and_built_with_keywords():
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.d_model = 32
     assert dataclasses.replace(config, d_model=32).d_model == 32 and config.d_model == 16
+
+
+def test_greedy_decode_simple_refuses_more_tokens_than_max_len_holds():
+    model, (src, _) = small(), batch()                                 # max_len = 32
+    assert greedy_decode_simple(model, src, 31).shape[1] <= 32
+    with pytest.raises(ValueError, match=r"max_new_tokens must be at most max_len - 1 = 31 .*got 32"):
+        greedy_decode_simple(model, src, 32)

@@ -16,8 +16,8 @@ from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
 __all__ = ['to_additive_mask', 'to_sdpa_mask', 'fully_masked_rows', 'check_mask_dtype', 'attention', 'causal_mask',
-           'padding_mask', 'TransformerMasks', 'build_masks', 'Padding', 'AttentionMasks', 'key_padding_mask_4d',
-           'decoder_self_mask', 'call_masks', 'find_padding']
+           'padding_mask', 'Padding', 'AttentionMasks', 'key_padding_mask_4d', 'decoder_self_mask', 'call_masks',
+           'find_padding']
 
 # %% ../notebooks/02_attention.ipynb #5e06a748
 def to_additive_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -209,8 +209,10 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 
 # %% ../notebooks/02_attention.ipynb #b89a0968
 class TransformerMasks(NamedTuple):
-    """The masks of one encoder-decoder batch, named as in `torch.nn.Transformer`
-    (True = may not attend); None: nothing to mask (a batch without PAD).
+    """A teaching exhibit: the masks of one encoder-decoder batch, named as in
+    `torch.nn.Transformer` (True = may not attend); None: nothing to mask (a batch
+    without PAD). `Transformer` uses `call_masks`' `AttentionMasks` instead; these feed
+    `nn.Transformer` and the parity checks.
     `tgt_is_causal`: the causal mask as a flag, not `tgt_mask` (a flash kernel may run).
 
     Shapes:
@@ -242,7 +244,8 @@ class TransformerMasks(NamedTuple):
 
 # %% ../notebooks/02_attention.ipynb #e2f7b3c8
 def build_masks(src: Tensor, tgt_in: Tensor, pad_id: int) -> TransformerMasks:
-    """The masks of source ids `src` (B, S) and target input ids `tgt_in` (B, T)."""
+    """A teaching exhibit: the masks of source ids `src` (B, S) and target input ids
+    `tgt_in` (B, T), as `nn.Transformer` takes them (`Transformer` uses `call_masks`)."""
     src_pad = padding_mask(src, pad_id)  # (B, S)
     tgt_pad = padding_mask(tgt_in, pad_id)  # (B, T)
     if src.shape[0] != tgt_in.shape[0]:

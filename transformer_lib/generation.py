@@ -266,8 +266,8 @@ def beam_search(
         beam_width: beams W per row.
         length_penalty: alpha of GNMT's length normalisation (Wu et al. 2016): the
             finished beams are ranked by log p / ((5 + n) / 6) ** alpha, n their tokens
-            (EOS included). 0 ranks by log p (favours short answers); GNMT used 0.6.
-            A finite number.
+            (EOS included). 0 ranks by log p (favours short answers). A finite
+            number.
 
     Shape:
         src (B, S) -> the best beam of each row, ids (B, 1 + n), PAD after EOS.

@@ -407,15 +407,21 @@ def greedy_decode_simple(
 ) -> Tensor:
     """Batched greedy decoding, the simple version (`generation.greedy` adds the cache):
     each step decodes the whole prefix. Stops when every row has produced EOS, or after
-    `max_new_tokens` (at most max_len - 1); PAD after EOS; PAD and BOS never predicted.
-    Runs in eval mode, then restores it. src (B, S) -> ids (B, 1 + n), BOS first."""
+    `max_new_tokens` (at most max_len - 1: more raises); PAD after EOS; PAD and BOS never
+    predicted. Runs in eval mode, then restores it. src (B, S) -> ids (B, 1 + n), BOS
+    first."""
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     c, was_training = model.config, model.training
+    if max_new_tokens > c.max_len - 1:
+        raise ValueError(
+            f"max_new_tokens must be at most max_len - 1 = {c.max_len - 1} (BOS takes "
+            f"one of the model's max_len positions), got {max_new_tokens}"
+        )
     model.eval()
     memory, src_pad = model.encode(src)  # once
     out = torch.full((src.shape[0], 1), c.bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    for _ in range(min(max_new_tokens, c.max_len - 1)):
+    for _ in range(max_new_tokens):
         logits = model.decode(out, memory, src_pad)[:, -1]  # (B, V): last position only
         logits[:, [c.pad_id, c.bos_id]] = float("-inf")
         next_token = logits.argmax(dim=-1).masked_fill(finished, c.pad_id)  # (B,)

@@ -14,7 +14,7 @@ from torch import nn
 from .utils import check_positive_int, check_probability
 
 # %% auto #0
-__all__ = ['LayerNorm', 'layer_norm_backward', 'LayerNormFunction', 'ResidualSublayer']
+__all__ = ['LayerNorm', 'ResidualSublayer']
 
 # %% ../notebooks/04_norm.ipynb #93382737
 class LayerNorm(nn.Module):
@@ -89,9 +89,8 @@ def layer_norm_backward(
 
 # %% ../notebooks/04_norm.ipynb #236e782f
 class LayerNormFunction(torch.autograd.Function):
-    """LayerNorm whose backward is `layer_norm_backward`.
-
-    For study; `LayerNorm` itself uses autograd.
+    """A teaching exhibit: LayerNorm whose backward is `layer_norm_backward`, checked
+    against autograd. `LayerNorm` itself uses autograd.
     """
 
     @staticmethod

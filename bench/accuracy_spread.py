@@ -101,7 +101,7 @@ def train_on(model: torch.nn.Module, train_pairs: list, valid_pairs: list, batch
     return train(model,
                  lambda epoch: batches(train_pairs, batch, True, generator=shuffle),
                  list(batches(valid_pairs, len(valid_pairs))),
-                 dataclasses.replace(recipe, seed=seed))
+                 dataclasses.replace(recipe, seed=seed), pad_id=PAD_ID)    # the reference model has no config
 
 
 def train_reverser(recipe: TrainingConfig, seed: int, splits: list[list]) -> tuple:

@@ -101,12 +101,20 @@ function shown(c) {                                   // a character as a tick l
   return c === ' ' ? '␣' : c === '\u202f' ? '⍽' : c;
 }
 
-// What transformer_lib.dates.date_problem says, word for word: every date the model learned holds
-// one four-digit year within YEARS (dates.YEARS; tests/test_dates.py compares the two), and its
-// answer must be a date of that year. Null when the answer can be the date of the text.
+// What transformer_lib.dates.date_problem says, word for word (tests/test_dates.py runs both on the same
+// texts and answers with Node and compares them): every date the model learned holds one four-digit year
+// within YEARS (dates.YEARS), and the answer must be a date of that year read from the text. The text's
+// numbers are its maximal runs of the digits 0-9, as integers ('05' is 5, '25th' holds 25); besides the
+// year's run, the answer's day must be one of them, and, where a third run is left (the month written as a
+// number), its month another one. Null when the answer passes.
+// date_problem: begin
 const YEARS = [1950, 2049];
+function digitRuns(text) {
+  return text.match(/[0-9]+/g) ?? [];
+}
+
 function inputProblem(text) {
-  const found = text.match(/(?<!\d)\d{4}(?!\d)/g) ?? [];
+  const found = digitRuns(text).filter((run) => run.length === 4);
   if (found.length !== 1) {
     return `it holds ${found.length} four-digit years, and the dates the model learned hold one`;
   }
@@ -120,20 +128,31 @@ function inputProblem(text) {
 function dateProblem(text, iso) {
   const before = inputProblem(text);
   if (before) return before;
-  const year = text.match(/(?<!\d)\d{4}(?!\d)/)[0];
-  if (!calendarDate(iso) || iso.slice(0, 4) !== year) {
+  const runs = digitRuns(text);
+  const year = runs.find((run) => run.length === 4);
+  const date = calendarDate(iso);
+  if (!date || iso.slice(0, 4) !== year) {
     return `the model wrote '${iso}', which is no date of the year ${year}`;
+  }
+  const others = runs.filter((run) => run !== year).map(Number);    // a day, a month: < 1000
+  const day = others.indexOf(date.day);
+  if (day < 0) return `the day ${date.day} is not a number in the text`;
+  others.splice(day, 1);                                // the month: another run, if there is a third
+  if (others.length && !others.includes(date.month)) {
+    return `the month ${date.month} is not a number in the text besides its year and day`;
   }
   return null;
 }
 
-function calendarDate(iso) {
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(iso);
-  if (!m) return false;
+function calendarDate(iso) {                          // {day, month} of a YYYY-MM-DD date, else null
+  const m = /^([0-9]{4})-([0-9]{2})-([0-9]{2})$/.exec(iso);
+  if (!m) return null;
   const [y, mo, d] = m.slice(1).map(Number);
   const date = new Date(Date.UTC(y, mo - 1, d));
-  return date.getUTCFullYear() === y && date.getUTCMonth() === mo - 1 && date.getUTCDate() === d;
+  const ok = date.getUTCFullYear() === y && date.getUTCMonth() === mo - 1 && date.getUTCDate() === d;
+  return ok ? {day: d, month: mo} : null;
 }
+// date_problem: end
 
 // The heatmap: one row per output character (and EOS), one column per input character (and EOS);
 // grey levels from white (0) to black (1), as the chapter's figure, readable without colour.
@@ -227,7 +246,9 @@ async function update() {
   const chars = Array.from(text);                   // code points, as Python's str
   if (!chars.length) {
     clearAnswer();
-    say('Type a date, or pick one of the examples.');
+    const state = root.dataset.state;                 // after a failed load, its message stays
+    if (state === 'ready') say('Type a date, or pick one of the examples.');
+    else if (state === 'idle' || state === 'loading') say('Loading the model…');
     return;
   }
   let m;
@@ -308,9 +329,15 @@ input.addEventListener('input', () => {
   clearTimeout(timer);
   timer = setTimeout(update, 100);
 });
+const EXAMPLE = input.dataset.placeholder;                 // the box says Loading… until the model is ready
+input.placeholder = 'Loading…';
 function preload() {                                  // start loading; say so at once if it cannot work
   meta().catch(() => null);
-  runtime().catch((err) => {
+  runtime().then(() => {
+    input.placeholder = EXAMPLE;
+    if (!input.value.trim()) say('Type a date, or pick one of the examples.');
+  }, (err) => {
+    input.placeholder = 'Not available';
     root.dataset.state = err instanceof Unavailable ? 'unavailable' : 'error';
     say(err instanceof Unavailable ? err.message : `The model could not be loaded: ${err.message}`, 'error');
   });
@@ -323,6 +350,8 @@ for (const button of document.querySelectorAll('#dates-demo [data-example]')) {
     update();
   });
 }
+root.dataset.state = 'idle';
+say('Loading the model…');
 if ('IntersectionObserver' in window) {               // start loading when the demo comes near the screen
   const seen = new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting)) {
@@ -331,6 +360,6 @@ if ('IntersectionObserver' in window) {               // start loading when the 
     }
   }, {rootMargin: '600px'});
   seen.observe(root);
+} else {
+  preload();
 }
-root.dataset.state = 'idle';
-say('Type a date, or pick one of the examples.');

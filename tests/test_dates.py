@@ -204,13 +204,69 @@ def test_date_problem_checks_the_year_at_both_ends():
         pretrained("cpu")("9. November 1989", errors="ignore")
 
 
+# (text, answer) pairs on which demo/dates_demo.js and date_problem must agree, word for word: issue 23's
+# refusals, the confident wrong dates of issue 32 (a day or month that the text does not hold), numbers
+# with leading zeros and ordinals, a day equal to the month, and answers that are no ISO date.
+CHECKED = [("February 2019", "2019-02-02"), ("July 1969", "1969-07-01"), ("Dec 25 2020", "2020-12-02"),
+           ("Dec 25 2020", "2020-12-25"), ("25 December 2020", "2020-12-25"), ("2020-12-25", "2025-12-20"),
+           ("2020-12-25", "2020-12-25"), ("29 February 2020", "2020-02-29"), ("29 February 2019", "2019-02-29"),
+           ("15.02.2019", "2019-02-15"), ("15.02.2019", "2019-02-02"), ("15.02.2019", "2019-15-02"),
+           ("05.05.2019", "2019-05-05"), ("05.06.2019", "2019-05-05"), ("25th December 2020", "2020-12-25"),
+           ("2019年2月15日", "2019-02-15"), ("2019年2月15日", "2019-12-15"), ("月, 9 11月 2020", "2020-01-09"),
+           ("月, 9 11月 2020", "2020-11-09"), ("15 十二月 2019", "2019-12-15"), ("15 十二月 2019", "2019-12-05"),
+           ("9. November 1989", "1998-11-09"), ("9. November 1989", "1989-11-9"), ("9. November 1989", "19891109"),
+           ("9. November 1989", ""), ("9. November 1989", "1989-11-09-"), ("1 May 2050", "2050-05-01"),
+           ("1989 or 1990", "1989-01-01"), ("hello", "2019-01-01"), ("", "2019-01-01"), ("15/08/2024", "2018-02-24"),
+           ("１５. Februar ２０１９", "2019-02-15"), ("31 April 2019", "2019-04-31"), ("Feb 30, 2019", "2019-02-30")]
+
+
+def test_date_problem_reads_the_answer_from_the_text():
+    """The day, and the month written as a number, must be numbers of the text (issue 32)."""
+    assert date_problem("February 2019", "2019-02-02") == "the day 2 is not a number in the text"
+    assert date_problem("Dec 25 2020", "2020-12-02") == "the day 2 is not a number in the text"
+    assert date_problem("25th December 2020", "2020-12-25") is None
+    assert date_problem("05.06.2019", "2019-06-05") is None
+    assert date_problem("05.05.2019", "2019-05-05") is None                          # one run each
+    why = "the month 2 is not a number in the text besides its year and day"
+    assert date_problem("15.02.2019", "2019-02-02") == why                             # 02 is the day's
+    assert date_problem("月, 9 11月 2020", "2020-01-09").startswith("the month 1 is not")
+    assert date_problem("15 十二月 2019", "2019-12-15") is None                           # month in words
+    assert "holds 0 four-digit years" in date_problem("１５. Februar ２０１９", "2019-02-15")   # digits 0-9 only
+    for locale in LOCALES:                                  # every true date of two years, all formats
+        for fmt in FORMATS:
+            for k in range(366 + 365):
+                date = datetime.date(2000, 1, 1) + datetime.timedelta(k)
+                assert date_problem(render_date(date, locale, fmt), date.isoformat()) is None
+
+
+def test_the_translator_gives_none_item_by_item():
+    translator = pretrained("cpu")
+    texts = ["15. Februar 2019", "", "1 January 1850", "1" * 500, "15. Februar 2019 ☃", "February 2019"]
+    assert translator(texts, errors="none") == ["2019-02-15"] + [None] * 5
+    assert translator("", errors="none") is None
+    with pytest.raises(ValueError, match=r"texts\[1\] is empty"):
+        translator(texts)
+    with pytest.raises(TypeError, match="texts"):
+        translator(["15. Februar 2019", None], errors="none")
+
+
 def test_the_demo_checks_as_the_library_does():
-    """demo/dates_demo.js words its refusals as date_problem and uses the same years."""
+    """demo/dates_demo.js's check (between its `date_problem: begin` and `end` lines), run by Node, gives
+    date_problem's answer, word for word, on CHECKED and on true dates in every locale and format."""
+    import json
+    import shutil
+    import subprocess
     from pathlib import Path
 
     script = (Path(__file__).resolve().parents[1] / "demo" / "dates_demo.js").read_text(encoding="utf-8")
     assert f"const YEARS = [{YEARS[0]}, {YEARS[1]}];" in script
-    for words in ("four-digit years, and the dates the model learned hold one",
-                  "lies outside ${YEARS[0]}-${YEARS[1]}, the years the model learned",
-                  "which is no date of the year"):
-        assert words in script, words
+    check = script.split("// date_problem: begin\n", 1)[1].split("// date_problem: end\n", 1)[0]
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node is not installed (make test installs it for the demo)")
+    cases = CHECKED + [(p.source, p.target) for p in make_date_pairs(400, seed=5)]
+    program = check + "\nconst cases = JSON.parse(require('fs').readFileSync(0, 'utf8'));\n" \
+        "process.stdout.write(JSON.stringify(cases.map(([t, a]) => dateProblem(t, a))));\n"
+    run = subprocess.run([node, "-e", program], input=json.dumps(cases), capture_output=True, text=True,
+                         encoding="utf-8", check=True, timeout=60)
+    assert json.loads(run.stdout) == [date_problem(t, a) for t, a in cases]

@@ -10,7 +10,7 @@ from transformer_lib.recipe import TrainingConfig
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: TaskSpec("poetry"), "task must be one of"),
+    (lambda: TaskSpec(name="poetry"), "task must be one of"),
     (lambda: TaskSpec(train_size=0), "train_size must be >= 1"),
     (lambda: TaskSpec(data_seed=-1), "data_seed must be >= 0"),
     (lambda: RunOptions(global_batch_size=0), "global_batch_size must be >= 1"),
@@ -24,7 +24,7 @@ def test_bad_fields_are_refused_by_name(make, message):
 
 
 def test_the_vocabulary_sizes_come_from_the_task():
-    reversal, dates = TaskSpec("reversal"), TaskSpec("dates")
+    reversal, dates = TaskSpec(name="reversal"), TaskSpec(name="dates")
     assert reversal.vocab_sizes() == (20, 20)
     config = model_config(dates, "small")
     assert (config.src_vocab_size, config.tgt_vocab_size) == dates.vocab_sizes() != (20, 20)
@@ -34,8 +34,22 @@ def test_the_vocabulary_sizes_come_from_the_task():
 
 
 def test_settings_name_what_a_run_computes_from(tmp_path: Path):
-    task, recipe = TaskSpec("reversal", 100, 10), TrainingConfig(steps=10, warmup=2)
+    task = TaskSpec(name="reversal", train_size=100, valid_size=10)
+    recipe = TrainingConfig(steps=10, warmup=2)
     settings = run_settings(task, model_config(task), recipe, 32, 2)
     assert settings["task.train_size"] == 100 and settings["model.d_model"] == 32
     assert settings["recipe.warmup"] == 2 and settings["world_size"] == 2
     assert not {"recipe.steps", "recipe.compile", "recipe.progress"} & set(settings)
+
+
+def test_the_job_dataclasses_are_frozen_and_built_with_keywords():
+    import dataclasses
+    for make in (lambda: TaskSpec("reversal"), lambda: RunOptions(32), lambda: TrainingConfig(10)):
+        with pytest.raises(TypeError, match="positional"):
+            make()
+    task, run = TaskSpec(name="reversal"), RunOptions(global_batch_size=32)
+    for obj, name, value in ((task, "train_size", 5), (run, "log_every", 1)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, name, value)
+    assert "recipe.pad_id" not in run_settings(task, model_config(task), TrainingConfig(), 32, 1)
+    assert run_settings(task, model_config(task), TrainingConfig(), 32, 1)["model.pad_id"] == 0

@@ -1,4 +1,5 @@
 """transformer_lib.recipe: the loss (with label smoothing), the learning-rate schedules and the config checks."""
+import dataclasses
 import math
 
 import pytest
@@ -8,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_lib.data import PAD_ID, collate, make_reversal_data, token_nll_simple
-from transformer_lib.recipe import TrainingConfig, inverse_sqrt_factor, noam_lr, sequence_loss
+from transformer_lib.recipe import (TrainingConfig, inverse_sqrt_factor, noam_lr, pad_id_of, sequence_loss,
+                                    smoothed_loss)
 
 
 @settings(max_examples=20, deadline=None)
@@ -94,3 +96,33 @@ def test_config_bad_values_name_the_argument():
         TrainingConfig(schedule="cosine")
     with pytest.raises(ValueError, match="warmup"):
         noam_lr(1, 512, -1)
+
+
+def test_config_is_frozen_and_built_with_keywords():
+    config = TrainingConfig(steps=10, warmup=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.steps = 20
+    with pytest.raises(TypeError, match="positional"):
+        TrainingConfig(10)
+    longer = dataclasses.replace(config, steps=20)
+    assert (config.steps, longer.steps, longer.warmup) == (10, 20, 2)
+    assert "pad_id" not in {f.name for f in dataclasses.fields(TrainingConfig)}
+    with pytest.raises(TypeError, match="pad_id"):
+        TrainingConfig(pad_id=0)
+
+
+def test_pad_id_comes_from_the_model():
+    from transformer_lib.model import Transformer, TransformerConfig
+    model = Transformer(TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, nhead=2,
+                                          num_encoder_layers=1, num_decoder_layers=1, pad_id=5))
+    wrapper = torch.nn.Module()
+    wrapper.module = model                                        # as DistributedDataParallel holds it
+    assert pad_id_of(model) == pad_id_of(wrapper) == pad_id_of(model, 5) == 5
+    with pytest.raises(ValueError, match="pad_id must be the model's 5"):
+        pad_id_of(model, 0)
+    with pytest.raises(TypeError, match="pad_id"):
+        pad_id_of(torch.nn.Linear(2, 2))
+    assert pad_id_of(torch.nn.Linear(2, 2), 0) == 0
+    logits, labels = torch.randn(2, 3, 20), torch.tensor([[6, 5, 5], [7, 8, 5]])
+    loss, logged = smoothed_loss(5, 0.1)(logits, labels)
+    assert loss is logged and torch.equal(loss, sequence_loss(logits, labels, 5, 0.1))

@@ -212,3 +212,28 @@ def test_bf16_training_follows_fp32_and_fp64_needs_float64_weights():
         _losses(pairs, precision="fp64")
     with pytest.raises(ValueError, match="precision must be one of"):
         TrainingConfig(precision="fp16")
+
+
+def test_training_ignores_the_models_pad_id():
+    """A model whose pad id is 3: the step's loss, train's validation and evaluate ignore the labels 3,
+    and would differ if they ignored 0 (the data's PAD_ID) instead."""
+    config = TransformerConfig(**{**SMALL, "pad_id": 3})
+    torch.manual_seed(0)
+    model = Transformer(config)
+    reference = Transformer(config)
+    reference.load_state_dict(model.state_dict())
+    src = torch.tensor([[4, 5, 6, 3], [7, 8, 9, 10]])
+    tgt_in = torch.tensor([[1, 6, 5, 3], [1, 10, 9, 8]])
+    labels = torch.tensor([[6, 5, 2, 3], [10, 9, 8, 2]])                   # one label 3: padding
+    recipe = _recipe(clip=None)
+    logged, _ = train_step(model, make_optimizer(model, recipe), (src, tgt_in, labels), recipe)
+    logits = reference(src, tgt_in)
+    assert math.isclose(logged, sequence_loss(logits, labels, 3, 0.1).item(), rel_tol=1e-6)
+    assert not math.isclose(logged, sequence_loss(logits, labels, 0, 0.1).item(), rel_tol=1e-3)
+    batch = [(src, tgt_in, labels)]
+    expected = sequence_loss(model.eval()(src, tgt_in), labels, 3).item()
+    assert math.isclose(evaluate(model, batch)["loss"], expected, rel_tol=1e-6)
+    history = train(model, lambda epoch: batch, batch, _recipe(steps=1, eval_every=1))
+    assert math.isclose(history.valid_loss[0], evaluate(model, batch)["loss"], rel_tol=1e-6)
+    with pytest.raises(ValueError, match="pad_id must be the model's 3"):
+        evaluate(model, batch, pad_id=0)

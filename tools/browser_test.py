@@ -22,8 +22,9 @@ test dates, two from each of the ten locales, are typed into ``#dates-demo-input
 ``#dates-demo-output`` must equal what the shipped model, ``transformer_lib.dates.pretrained()``,
 answers in PyTorch for the same text; the cross-attention heatmap must be drawn for each (its size
 matching the input and the answer). An empty box, characters outside the vocabulary and a 500-character
-paste must get a message and no answer, quickly. With WebAssembly removed from the page, the demo must
-say so. The time from the page's load to the first answer is measured and printed, not asserted;
+paste must get a message and no answer, quickly; so must texts that ``date_problem`` refuses, with its
+reason word for word. Until the model is ready the box must say "Loading…". With WebAssembly removed
+from the page, the demo must say so. The time from the page's load to the first answer is measured and printed, not asserted;
 screenshots ``09_dates-demo.png`` and ``09_dates-demo-no-wasm.png``.
 
 At 400 px (a phone), the front page and chapters 2, 5b and 9 are loaded again: every figure and the
@@ -455,10 +456,12 @@ def demo_dates(per_locale: int = 2) -> tuple[list[str], list[str], list[str], li
     return texts, answers, [p.target for p in chosen], weights
 
 
-# Inputs outside what the model learned (issue 23's list): the library refuses each, and the page must
-# show no answer and the library's reason (`dates.date_problem`), word for word.
+# Inputs outside what the model learned (issue 23's list, and issue 32's dates without a day, or with
+# a day the model misreads): the library refuses each, and the page must show no answer and the
+# library's reason (`dates.date_problem`), word for word.
 OUTSIDE = ["hello", "tomorrow", "32 February 2019", "31 April 2019", "15/02/2019", "15/08/2024",
-           "2025-03-04", "le 14 juillet 1789", "1 January 1850"]
+           "2025-03-04", "le 14 juillet 1789", "1 January 1850", "February 2019", "July 1969", "Dec 25 2020",
+           "2020-12-25"]
 
 
 def library_reasons(texts: list[str]) -> dict[str, str | None]:
@@ -501,6 +504,13 @@ def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list
     browser.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S)
     if not evaluate("!!document.getElementById('dates-demo-input') && !!document.getElementById('dates-demo-output')"):
         return ["the page has no #dates-demo-input and #dates-demo-output"], []
+    # until the model is ready, the box and the message say it is loading
+    r = evaluate("(() => { const i = document.getElementById('dates-demo-input'); return {state: "
+                 "document.getElementById('dates-demo').dataset.state, box: i.placeholder, "
+                 "message: document.getElementById('dates-demo-message').textContent}; })()")
+    if r["state"] != "ready" and (r["box"] != "Loading…" or r["message"] != "Loading the model…"):
+        fails.append(f"before the model is ready the box must say 'Loading…' and the message 'Loading the "
+                     f"model…', got {r!r}")
     first, later, drawn = None, [], 0
     for i, (text, want, w) in enumerate(zip(texts, expected, weights)):
         r = type_text(text, wait_ms=60000 if i == 0 else 15000)
@@ -520,6 +530,9 @@ def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list
             drawn += 1
         if i == 0:
             first = r
+            box = evaluate("document.getElementById('dates-demo-input').placeholder")
+            if box == "Loading…":
+                fails.append("the box still says 'Loading…' after the model answered")
         else:
             later.append(r["waited"])
     evaluate("document.getElementById('dates-demo').scrollIntoView()")

@@ -176,11 +176,11 @@ def parse_args(argv: Sequence[str] | None = None, world_size: int | None = None)
     def refuse(option: str, problem: str) -> NoReturn:
         parser.error(f"argument {option}: {problem}")  # exits with status 2
 
-    def build(fallback: str, make: Callable[..., _T], *fields, **named) -> _T:
-        """`make(*fields, **named)`, which checks its fields: an error names the field,
-        refused as the option that sets it (else as `fallback`)."""
+    def build(fallback: str, make: Callable[..., _T], **named) -> _T:
+        """`make(**named)`, which checks its fields: an error names the field, refused
+        as the option that sets it (else as `fallback`)."""
         try:
-            return make(*fields, **named)
+            return make(**named)
         except (TypeError, ValueError) as err:
             refuse(options.get(str(err).split()[0], fallback), str(err))
 
@@ -199,19 +199,23 @@ def parse_args(argv: Sequence[str] | None = None, world_size: int | None = None)
         get_device(args.device)
     except ValueError as err:
         refuse("--device", str(err))
-    data = args.task, args.train_size, args.valid_size, args.data_seed
-    task = build("--task", TaskSpec, *data)
-    sizes = args.size, args.d_model, args.heads, args.layers, args.ff, args.dropout
-    model = build("--d-model/--heads/--layers/--ff", model_config, task, *sizes)
+    data = dict(train_size=args.train_size, valid_size=args.valid_size)
+    task = build("--task", TaskSpec, name=args.task, data_seed=args.data_seed, **data)
+    sizes = dict(size=args.size, d_model=args.d_model, heads=args.heads, ff=args.ff)
+    sizes |= dict(layers=args.layers, dropout=args.dropout)
+    model = build("--d-model/--heads/--layers/--ff", model_config, task=task, **sizes)
     # the options named as TrainingConfig's fields (and --clip, 0 for None)
     same = (
         "steps lr warmup schedule weight_decay label_smoothing seed precision compile"
     )
     named = {name: getattr(args, name) for name in same.split()}
     recipe = build("--lr", TrainingConfig, clip=args.clip or None, **named)
-    saving = out, args.resume, args.checkpoint_every, args.log_every
-    run = build("--out", RunOptions, batch, *saving)
-    return Job(task, model, recipe, run, args.device)
+    saving = dict(out=out, resume=args.resume, log_every=args.log_every)
+    every = args.checkpoint_every
+    run = build(
+        "--out", RunOptions, global_batch_size=batch, checkpoint_every=every, **saving
+    )
+    return Job(task=task, model=model, recipe=recipe, run=run, device=args.device)
 
 # %% ../notebooks/10b_cli.ipynb #12017d7f
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ import datetime
 import importlib.resources
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import torch
@@ -66,15 +66,14 @@ def _check_sequence(value, name: str, what: str, size: int = 0) -> None:
 
 def _check_locales_formats(locales: Sequence[str], formats: Sequence[str]) -> None:
     _check_sequence(locales, "locales", "locale names such as ('en', 'de')")
+    _check_sequence(formats, "formats", "format names or CLDR patterns")
+    probe = datetime.date(1987, 11, 28)
     for locale in locales:
         try:
             Locale.parse(locale)
         except (UnknownLocaleError, ValueError, TypeError) as err:
             why = f"{locale!r} is not a locale known to Babel ({err})"
             raise ValueError(f"locales: {why}") from None
-    _check_sequence(formats, "formats", "format names or CLDR patterns")
-    probe = datetime.date(1987, 11, 28)
-    for locale in locales:
         for fmt in formats:
             if not isinstance(fmt, str):
                 raise ValueError(f"formats must hold strings, got {fmt!r}")
@@ -85,8 +84,7 @@ def _check_locales_formats(locales: Sequence[str], formats: Sequence[str]) -> No
 
 def _days(year_range: tuple[int, int]) -> range:
     """The ordinals of the days from `year_range`'s first year to its last, checked."""
-    what = "a pair (first, last) of four-digit years"
-    _check_sequence(year_range, "year_range", what, size=2)
+    _check_sequence(year_range, "year_range", "a pair of four-digit years", size=2)
     first, last = (check_positive_int(year, "year_range") for year in year_range)
     if not 1000 <= first <= last <= 9999:
         what = "two four-digit years with first <= last"
@@ -103,9 +101,8 @@ def make_date_pairs(
     year_range: tuple[int, int] = YEARS,
     exclude: Iterable[str] = (),
 ) -> list[DatePair]:
-    """`num` DatePairs: a date uniform in `year_range` (both years included), then a
-    locale and a format. Dates whose ISO form is in `exclude` (held-out dates) are never
-    drawn. The same arguments give the same pairs."""
+    """`num` DatePairs: a date uniform in `year_range` (both included), a locale and a
+    format, never a date whose ISO form is in `exclude`. Same arguments, same pairs."""
     num = check_positive_int(num, "num")
     _check_locales_formats(locales, formats)
     days = _days(year_range)
@@ -184,6 +181,16 @@ def encode_pairs(
     return [(src_vocab.encode(p.source), tgt_vocab.encode(p.target)) for p in pairs]
 
 # %% ../notebooks/09_dates.ipynb #3b84760d
+def _unreadable(text: str, src_vocab: CharVocab, model: Transformer) -> str | None:
+    """Why `model` cannot read `text` (max_len - 1 characters, then EOS), or None."""
+    if not text.strip():
+        return "is empty: there is no date to translate"
+    if len(text) > (longest := model.config.max_len - 1):
+        return f"has {len(text)} characters; the model reads at most {longest}"
+    unknown = sorted({c for c in text if c not in src_vocab.stoi})
+    return f"has characters outside the vocabulary: {unknown!r}" if unknown else None
+
+
 @torch.no_grad()
 def translate(
     model: Transformer,
@@ -196,16 +203,11 @@ def translate(
 ) -> list[str]:
     """What the model writes for each of `texts`, unchecked (`DateTranslator` checks
     it), in batches; `decode(model, src, max_new_tokens)` defaults to cached greedy."""
-    longest = model.config.max_len - 1  # one position for EOS
     for i, text in enumerate(texts):
-        if not text.strip():
-            raise ValueError(f"texts[{i}] is empty: there is no date to translate")
-        if len(text) > longest:
-            most = f"the model reads at most {longest}"
-            raise ValueError(f"texts[{i}] has {len(text)} characters; {most}")
-    decode = decode or (lambda m, src, n: greedy(m, src, n))
+        if problem := _unreadable(text, src_vocab, model):
+            raise ValueError(f"texts[{i}] {problem}")
+    decode = decode or (lambda m, src, n: greedy(m, src, n))  # eval mode, restored
     device, out = next(model.parameters()).device, []
-    model.eval()
     for start in range(0, len(texts), batch_size):
         part = [src_vocab.encode(t) for t in texts[start : start + batch_size]]
         src = collate([(s, (tgt_vocab.eos_id,)) for s in part]).src.to(device)
@@ -218,59 +220,58 @@ PRETRAINED_PATH = "pretrained/dates.pt"  # package data of transformer_lib
 
 
 def date_problem(text: str, answer: str, years: tuple[int, int] = YEARS) -> str | None:
-    """Why `answer` cannot be the date that `text` writes, or None: the model learned
-    dates with one four-digit year in `years`, and the answer must be a date of it."""
-    found = re.findall(r"(?<!\d)\d{4}(?!\d)", text)
-    if len(found) != 1:
-        return (
-            f"it holds {len(found)} four-digit years, "
-            "and the dates the model learned hold one"
-        )
+    """Why `answer` cannot be the date that `text` writes, or None: the text holds one
+    four-digit year, in `years`; the answer is a date of that year, and its day, and its
+    month where the text holds a third run of digits, are numbers of the text."""
+    runs = re.findall("[0-9]+", text)  # the text's numbers: 05 is 5, 25th holds 25
+    if len(found := [run for run in runs if len(run) == 4]) != 1:
+        held = f"it holds {len(found)} four-digit years"
+        return f"{held}, and the dates the model learned hold one"
     year, lo, hi = found[0], years[0], years[1]
     if not lo <= int(year) <= hi:
         return f"its year {year} lies outside {lo}-{hi}, the years the model learned"
     try:
-        date = datetime.date.fromisoformat(answer) if len(answer) == 10 else None
+        date = datetime.date.fromisoformat(answer)
     except ValueError:
         date = None
-    if date is None or date.year != int(year):
+    if date is None or date.isoformat() != answer or date.year != int(year):
         return f"the model wrote {answer!r}, which is no date of the year {year}"
+    others = [int(run) for run in runs if run != year]  # a day, a month: < 1000
+    if date.day not in others:
+        return f"the day {date.day} is not a number in the text"
+    others.remove(date.day)  # the month: another run, if there is a third
+    if others and (month := date.month) not in others:
+        return f"the month {month} is not a number in the text besides its year and day"
     return None
 
 # %% ../notebooks/09_dates.ipynb #be7603bc
 class DateTranslator:
-    """A trained date model and its source vocabulary: `translator(texts)` writes ISO
-    dates (greedy) and refuses an answer that cannot be the date of its text.
+    """A `Transformer` trained on `make_date_pairs` data and the `CharVocab` it reads
+    (`info`: what was saved with it): `translator(texts)` writes ISO dates (greedy)."""
 
-    Args:
-        model: a `Transformer` trained on `make_date_pairs` data (years `YEARS`).
-        src_vocab: the `CharVocab` the model reads.
-        info: what was saved with the weights (recipe, seed, command, test exact match).
-    """
-
-    def __init__(
-        self, model: Transformer, src_vocab: CharVocab, info: dict | None = None
-    ):
-        self.model = model.eval()
-        self.src_vocab, self.info = src_vocab, dict(info or {})
+    def __init__(self, model: Transformer, src_vocab: CharVocab, info: Mapping = {}):
+        self.model, self.src_vocab, self.info = model, src_vocab, dict(info)
 
     def __call__(
         self, texts: str | Sequence[str], errors: str = "raise"
     ) -> str | None | list[str | None]:
-        """A date (str) -> its ISO form; a sequence of dates -> a list (`translate`).
-        An answer that fails `date_problem` raises a ValueError naming the text and why
-        (`errors="raise"`) or becomes None, keeping the others (`errors="none"`)."""
-        single = isinstance(texts, str)
-        texts = [texts] if single else texts
-        ok = isinstance(texts, Sequence) and all(isinstance(t, str) for t in texts)
-        if not ok:
+        """A date (str) -> its ISO form; a sequence -> a list. A refusal (a text empty,
+        too long or with unknown characters; an answer failing `date_problem`) raises a
+        ValueError saying why, or with `errors="none"` is None, item by item. Texts not
+        all str (TypeError) and a bad `errors` (ValueError) always raise."""
+        texts = [texts] if (single := isinstance(texts, str)) else texts
+        if not (isinstance(texts, Sequence) and all(isinstance(t, str) for t in texts)):
             kind = type(texts).__name__
             raise TypeError(f"texts must be a str or a sequence of str, got {kind}")
         if errors not in ("raise", "none"):
             raise ValueError(f"errors must be 'raise' or 'none', got {errors!r}")
-        out = translate(self.model, texts, self.src_vocab)
+        vocab, m = self.src_vocab, self.model  # errors="raise": translate raises
+        bad = [errors == "none" and _unreadable(t, vocab, m) for t in texts]
+        answers = iter(translate(m, [t for t, b in zip(texts, bad) if not b], vocab))
+        out = [None if b else next(answers) for b in bad]
         for i, (text, answer) in enumerate(zip(texts, out)):
-            if (problem := date_problem(text, answer)) and errors == "raise":
+            problem = answer is not None and date_problem(text, answer)
+            if problem and errors == "raise":
                 raise ValueError(f"texts[{i}] {text!r} is not translated: {problem}")
             out[i] = None if problem else answer
         return out[0] if single else out
@@ -278,10 +279,9 @@ class DateTranslator:
 # %% ../notebooks/09_dates.ipynb #d30888c5
 def pretrained(device: str | torch.device | None = None) -> DateTranslator:
     """The date model shipped with the library (nothing is downloaded) on `device`
-    (default `get_device()`): `pretrained()("15. Februar 2019")`. Written by
-    `tools/train_pretrained.py` with 09_dates' recipe; `.info` is saved with it."""
+    (default `get_device()`), written by `tools/train_pretrained.py`; `.info` too."""
     resource = importlib.resources.files("transformer_lib") / PRETRAINED_PATH
     with importlib.resources.as_file(resource) as path:
         model, info = load_checkpoint(path, map_location="cpu", with_extra=True)
-    src_vocab = CharVocab(info["src_chars"])
-    return DateTranslator(model.to(get_device(device)), src_vocab, info)
+    vocab = CharVocab(info["src_chars"])
+    return DateTranslator(model.to(get_device(device)), vocab, info)

@@ -266,21 +266,18 @@ class TransformerEmbedding(nn.Module):
         self.max_len = check_positive_int(max_len, "max_len")
         # checked here, once per call, when validate: its parts never check
         self.token = TokenEmbedding(vocab_size, d_model, padding_idx, validate=False)
-        tables = {
-            "sinusoidal": lambda: SinusoidalPositionalEncoding(
-                d_model, max_len, validate=False
-            ),
-            "learned": lambda: LearnedPositionalEmbedding(
-                max_len, d_model, validate=False
-            ),
-            "rope": lambda: None,
-        }
-        if positional not in tables:
+        if positional not in POSITIONAL:
             raise ValueError(
                 f"positional must be one of {POSITIONAL}, got {positional!r}"
             )
         self.positional = positional
-        self.position: nn.Module | None = tables[positional]()
+        self.position: nn.Module | None = None  # "rope": self-attention rotates
+        if positional == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(
+                d_model, max_len, validate=False
+            )
+        elif positional == "learned":
+            self.position = LearnedPositionalEmbedding(max_len, d_model, validate=False)
         self.dropout = nn.Dropout(check_probability(dropout, "dropout"))
         self.validate = bool(validate)
 

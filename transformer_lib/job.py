@@ -41,7 +41,7 @@ SIZES = {
 TASKS = ("reversal", "dates")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskSpec:
     """Which task a job learns and how many pairs it draws (the same on every rank)."""
 
@@ -64,7 +64,7 @@ class TaskSpec:
         return len(source_vocab()), len(TARGET_VOCAB)
 
 # %% ../notebooks/10a_job.ipynb #76a912f6
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Task:
     """A task's training and validation pairs."""
 
@@ -78,13 +78,14 @@ def make_task(spec: TaskSpec) -> Task:
     n, seed = spec.train_size, spec.data_seed
     if spec.name == "reversal":
         pairs = make_reversal_data(n + spec.valid_size, vocab_size=20, seed=seed)
-        valid, train = pairs[n:], pairs[:n]
-        held_out = {s for s, _ in valid}
-        return Task(spec, [p for p in train if p[0] not in held_out], valid)
+        held_out = {s for s, _ in pairs[n:]}
+        train = [p for p in pairs[:n] if p[0] not in held_out]
+        return Task(spec=spec, train=train, valid=pairs[n:])
     src_vocab = source_vocab()
     valid = make_date_pairs(spec.valid_size, seed=seed + 1)
     train = make_date_pairs(n, seed=seed, exclude={p.target for p in valid})
-    return Task(spec, encode_pairs(train, src_vocab), encode_pairs(valid, src_vocab))
+    train, valid = encode_pairs(train, src_vocab), encode_pairs(valid, src_vocab)
+    return Task(spec=spec, train=train, valid=valid)
 
 # %% ../notebooks/10a_job.ipynb #f5def0be
 def model_config(
@@ -103,10 +104,11 @@ def model_config(
     shape = SIZES[size] | {k: v for k, v in given.items() if v is not None}  # a copy
     layers = shape.pop("num_layers")
     shape |= dict(num_encoder_layers=layers, num_decoder_layers=layers, dropout=dropout)
-    return TransformerConfig(*task.vocab_sizes(), **shape, max_len=64)
+    shape |= dict(zip(("src_vocab_size", "tgt_vocab_size"), task.vocab_sizes()))
+    return TransformerConfig(**shape, max_len=64)
 
 # %% ../notebooks/10a_job.ipynb #82605e4c
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """How a job runs: its global batch, where it writes (rank 0), logs and resumes."""
 
@@ -125,8 +127,7 @@ class RunOptions:
                 raise ValueError(f"{name} needs out, the folder of {CHECKPOINT_NAME}")
 
 # %% ../notebooks/10a_job.ipynb #e0d90612
-# recipe fields that do not change what a run computes: a resumed run may change them
-FREE_RECIPE_FIELDS = ("steps", "progress", "compile")
+FREE_RECIPE_FIELDS = ("steps", "progress", "compile")  # a resumed run may change them
 
 
 def run_settings(
@@ -223,12 +224,8 @@ def _train(task, config, recipe, run, ctx, restore: tuple[str, ...]) -> dict:
 
     # shards(epoch): this rank's part
     shards = partial(rank_batches, data.train, batch, ctx.rank, world, recipe.seed)
-    loss_fn = partial(
-        global_token_loss,
-        pad_id=config.pad_id,
-        label_smoothing=recipe.label_smoothing,
-        world_size=world,
-    )
+    options = dict(pad_id=config.pad_id, label_smoothing=recipe.label_smoothing)
+    loss_fn = partial(global_token_loss, world_size=world, **options)  # the model's pad
     with StopRequest() as stop:
         step = run_steps(
             wrapped, opt, sched, shards, recipe, on_step, loss_fn=loss_fn, **resume_at
@@ -241,7 +238,7 @@ def _train(task, config, recipe, run, ctx, restore: tuple[str, ...]) -> dict:
         say(f"stopped by signal {stopped} after step {step}{hint or ''}")
         return log
     if ctx.is_main:  # the plain model: the DDP wrapper needs every rank
-        val = evaluate(model, batches(data.valid, 500), config.pad_id, decode=greedy)
+        val = evaluate(model, batches(data.valid, 500), decode=greedy)  # its pad id
         log.update(valid_loss=val["loss"], valid_exact_match=val["exact_match"])
         say(f"validation loss {val['loss']:.4f}, exact match {val['exact_match']:.1%}")
         if out is not None:

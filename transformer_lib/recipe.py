@@ -6,17 +6,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .utils import check_positive_int, check_probability, check_shape
 
 # %% auto #0
 __all__ = ['SCHEDULES', 'PRECISIONS', 'sequence_loss', 'inverse_sqrt_factor', 'linear_decay_factor', 'noam_lr', 'parameter_dtype',
-           'autocast', 'TrainingConfig']
+           'autocast', 'TrainingConfig', 'pad_id_of', 'smoothed_loss']
 
 # %% ../notebooks/06a_recipe.ipynb #7ae1d4ef
 def sequence_loss(
@@ -115,32 +117,65 @@ def autocast(precision: str, device_type: str) -> torch.autocast:
     )
 
 # %% ../notebooks/06a_recipe.ipynb #6a6a1f01
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class TrainingConfig:
-    """Optimiser, schedule and loop settings; `lr` is the peak learning rate (reached at
-    step `warmup`)."""
+    """The recipe of a training run: the optimiser, the schedule and the loop settings.
+
+    Frozen and built with keywords: `dataclasses.replace(config, steps=...)` makes a
+    changed copy. The defaults are those of a short run on a CPU, except Adam's betas
+    and eps and the label smoothing, which are the paper's (Vaswani et al. 2017, §5).
+    The model's settings are not here: dropout (the paper: 0.1) and the padding id that
+    the loss ignores are `TransformerConfig`'s.
+
+    Args:
+        steps: optimiser steps (updates) of the run. The paper: 100,000 for the base
+            model.
+        lr: the peak learning rate (a step size, per update), reached at step `warmup`.
+            The paper: d_model^-0.5 * warmup^-0.5, about 7.0e-4 for d_model = 512.
+        warmup: steps of the linear warm-up from lr / warmup to lr. The paper: 4000.
+        schedule: the learning-rate shape, one of SCHEDULES: "inverse_sqrt" (the
+            paper's: warm-up, then lr * sqrt(warmup / step)), "linear" (warm-up, then a
+            straight line down to the last step) or "constant" (lr from the first step).
+        betas: Adam's decay rates of its running first and second moments, per step.
+            The paper: 0.9 and 0.98.
+        eps: Adam's epsilon, added to the root of the second moment (a gradient
+            magnitude). The paper: 1e-9.
+        weight_decay: AdamW's decoupled weight decay: each step shrinks every weight by
+            lr * weight_decay of its value. 0: Adam, the paper's optimiser.
+        label_smoothing: the probability mass spread evenly over the vocabulary in the
+            target of `sequence_loss`, in [0, 1). The paper: 0.1.
+        clip: the largest global L2 norm of all gradients together (of the loss in nats
+            per token); a larger gradient is scaled down to it. None: no clipping, the
+            norm is only measured.
+        eval_every: steps between two validations in `train`.
+        seed: seeds the generators (dropout masks) when `train` starts; the training
+            job of chapter 10a also draws the initial weights and batch order from it.
+        progress: show a tqdm progress bar (if tqdm is installed).
+        precision: the arithmetic of a step, one of PRECISIONS: "fp32"; "bf16"
+            (autocast: bfloat16 matrix products, float32 weights and optimiser state);
+            "fp64".
+        compile: `torch.compile` the model (in place) before the first step.
+    """
 
     steps: int = 1000
     lr: float = 1e-3
     warmup: int = 200
-    schedule: str = "inverse_sqrt"  # or "linear", "constant": see SCHEDULES
+    schedule: str = "inverse_sqrt"
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
-    clip: float | None = 1.0  # max gradient norm; None: no clipping
+    clip: float | None = 1.0
     eval_every: int = 100
-    pad_id: int = 0
     seed: int = 0
-    progress: bool = False  # a tqdm bar (if tqdm is installed)
-    precision: str = "fp32"  # or "bf16", "fp64": see PRECISIONS, `autocast`
-    compile: bool = False  # torch.compile the model (in place) before training
+    progress: bool = False
+    precision: str = "fp32"
+    compile: bool = False
 
     def __post_init__(self) -> None:
         for name in ("steps", "warmup", "eval_every"):
             check_positive_int(getattr(self, name), name)
-        for name in ("seed", "pad_id"):
-            check_positive_int(getattr(self, name), name, allow_zero=True)
+        check_positive_int(self.seed, "seed", allow_zero=True)
         check_probability(self.label_smoothing, "label_smoothing")
         for name in ("lr", "eps", "weight_decay", "clip"):
             value = getattr(self, name)
@@ -165,3 +200,24 @@ class TrainingConfig:
             isinstance(b, Real) and 0.0 <= b < 1.0 for b in self.betas
         ):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+
+# %% ../notebooks/06a_recipe.ipynb #6a6a1f0b
+def pad_id_of(model: nn.Module, pad_id: int | None = None) -> int:
+    """The labels' padding id: `model.config.pad_id` (a DDP wrapper's module's), or
+    `pad_id` for a model without a config (given with one, they must agree)."""
+    config = getattr(getattr(model, "module", model), "config", None)
+    if config is None and pad_id is None:
+        raise TypeError("pad_id is needed: the model has no config.pad_id to read")
+    if config is not None and pad_id not in (None, config.pad_id):
+        raise ValueError(f"pad_id must be the model's {config.pad_id}, got {pad_id}")
+    return config.pad_id if pad_id is None else pad_id
+
+
+def smoothed_loss(pad_id: int, label_smoothing: float) -> Callable:
+    """(logits, labels) -> (loss, loss): `sequence_loss`, to back-propagate and log."""
+
+    def loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        value = sequence_loss(logits, labels, pad_id, label_smoothing)
+        return value, value
+
+    return loss

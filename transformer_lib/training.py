@@ -20,7 +20,8 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
 from .recipe import TrainingConfig, autocast, inverse_sqrt_factor
-from .recipe import linear_decay_factor, parameter_dtype, sequence_loss
+from .recipe import linear_decay_factor, pad_id_of, parameter_dtype
+from .recipe import sequence_loss, smoothed_loss
 from .utils import check_shape, seed_everything
 
 # %% auto #0
@@ -47,21 +48,22 @@ def make_scheduler(optimizer: Optimizer, config: TrainingConfig) -> LambdaLR:
 # %% ../notebooks/06b_training.ipynb #214625f5
 @torch.no_grad()
 def evaluate(
-    model: nn.Module, batches: Iterable, pad_id: int = 0,
+    model: nn.Module,
+    batches: Iterable,
+    pad_id: int | None = None,
     decode: Callable[[nn.Module, torch.Tensor, int], torch.Tensor] | None = None,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Teacher-forced loss per non-PAD label (no smoothing); with `decode`, exact match.
 
     Args:
         model: maps (src, tgt_in) to logits; run in eval mode, then left as it was.
         batches: (src (B, S), tgt_in (B, T), labels (B, T)) batches (`data.batches`).
-        pad_id: the padding id of the labels.
-        decode: `decode(model, src, n)` -> ids, BOS first (`generation.greedy`), given
-            n = T + 1 new tokens; adds "exact_match", the fraction generated exactly.
+        pad_id: the labels' padding id; None: the model's (`pad_id_of`).
+        decode: `decode(model, src, T + 1)` -> ids, BOS first: adds "exact_match".
     """
     was_training, device = model.training, next(model.parameters()).device
+    pad_id, total, count, hits, rows = pad_id_of(model, pad_id), 0.0, 0, 0, 0
     model.eval()
-    total, count, hits, rows = 0.0, 0, 0, 0
     for src, tgt_in, labels in batches:
         src, tgt_in, labels = src.to(device), tgt_in.to(device), labels.to(device)
         n = int(labels.ne(pad_id).sum())
@@ -90,23 +92,23 @@ class StepResult(NamedTuple):
 LossFn = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 # %% ../notebooks/06b_training.ipynb #6b0a0004
-def train_step(model: nn.Module, optimizer: Optimizer, batch: Sequence[torch.Tensor],
-               config: TrainingConfig, loss_fn: LossFn | None = None,
-               ) -> tuple[float, float]:  # fmt: skip
-    """One update: zero the gradients, loss, backward, clip, optimiser step.
+def train_step(
+    model: nn.Module,
+    optimizer: Optimizer,
+    batch: Sequence[torch.Tensor],
+    config: TrainingConfig,
+    loss_fn: LossFn | None = None,
+) -> tuple[float, float]:
+    """One update: zero the gradients, loss, backward, clip, optimiser step; returns
+    (logged loss, gradient norm before clipping) as floats.
 
     Args:
-        model: maps (src, tgt_in) to logits; a DDP wrapper averages the gradients. If it
-            (or the module it wraps) has `check_inputs` (`Transformer`), the batch is
-            checked there before it moves, and the forward runs with `validate=False`.
-        batch: (src, tgt_in, labels), moved to the model's device.
-        config: its `pad_id`, `label_smoothing`, `clip` (None: only measure the norm)
-            and `precision` (the forward pass runs in `autocast(precision, ...)`).
+        model: maps (src, tgt_in) to logits (B, T, V); a DDP wrapper averages the
+            gradients. With `check_inputs` (`Transformer`), the batch (src, tgt_in,
+            labels) is checked there, then moved to the model's device.
+        config: `label_smoothing`, `clip` (None: only measure the norm), `precision`.
         loss_fn: `loss_fn(logits, labels)` -> (loss to back-propagate, loss to log);
-            default `sequence_loss` with the config's smoothing, for both.
-
-    Returns:
-        (logged loss, gradient norm before clipping) as floats. Logits: (B, T, V).
+            default: `sequence_loss` (the model's pad id, the config's smoothing).
     """
     device = next(model.parameters()).device
     check = getattr(getattr(model, "module", model), "check_inputs", None)
@@ -115,11 +117,8 @@ def train_step(model: nn.Module, optimizer: Optimizer, batch: Sequence[torch.Ten
     optimizer.zero_grad(set_to_none=True)
     with autocast(config.precision, device.type):
         logits = model(src, tgt_in, **options)  # (B, T, V)
-    if loss_fn is None:
-        smoothing = config.label_smoothing
-        loss = logged = sequence_loss(logits, labels, config.pad_id, smoothing)
-    else:
-        loss, logged = loss_fn(logits, labels)
+    loss_fn = loss_fn or smoothed_loss(pad_id_of(model), config.label_smoothing)
+    loss, logged = loss_fn(logits, labels)
     loss.backward()
     max_norm = math.inf if config.clip is None else config.clip  # inf: only measure
     grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
@@ -184,25 +183,29 @@ class History:
 
 # %% ../notebooks/06b_training.ipynb #6b0a0008
 def _progress_bar(total: int, enabled: bool):
-    if not enabled:
+    try:  # tqdm is optional: a text bar for terminals, notebooks and CI logs
+        from tqdm import tqdm
+    except ImportError:
         return None
-    try:
-        from tqdm import tqdm  # the text bar: works in terminals, notebooks and CI logs
-    except ImportError:  # tqdm is optional: no bar without it
-        return None
-    return tqdm(total=total, desc="training", leave=False, mininterval=2.0)
+    options = dict(total=total, desc="training", leave=False, mininterval=2.0)
+    return tqdm(**options) if enabled else None
 
 # %% ../notebooks/06b_training.ipynb #6b0a0009
-def train(model: nn.Module, train_batches: Callable[[int], Iterable],
-          valid_batches: list, config: TrainingConfig) -> History:  # fmt: skip
+def train(
+    model: nn.Module,
+    train_batches: Callable[[int], Iterable],
+    valid_batches: list,
+    config: TrainingConfig,
+    pad_id: int | None = None,
+) -> History:
     """Train `config.steps` steps (`run_steps`), then load the best validation weights.
 
     Args:
         model: maps (src, tgt_in) to logits; ends in training mode, best weights loaded.
-        train_batches: `train_batches(epoch)` returns one pass of (src, tgt_in, labels)
-            batches, for epoch = 0, 1, ... until the steps are done.
+        train_batches: `train_batches(epoch)`: a pass of (src, tgt_in, labels) batches.
         valid_batches: a list of such batches, evaluated every `eval_every` steps, last.
         config: the recipe; `config.seed` seeds the generators (dropout draws) first.
+        pad_id: the labels' padding id, for a model without a config (`pad_id_of`).
     """
     _ = seed_everything(config.seed)  # dropout draws
     optimizer, history = make_optimizer(model, config), History()
@@ -216,7 +219,7 @@ def train(model: nn.Module, train_batches: Callable[[int], Iterable],
         history.lr.append(result.lr)
         history.grad_norm.append(result.grad_norm)
         if result.step % config.eval_every == 0 or result.step == config.steps:
-            valid = evaluate(model, valid_batches, config.pad_id)["loss"]
+            valid = evaluate(model, valid_batches, pad_id)["loss"]
             history.eval_step.append(result.step)
             history.valid_loss.append(valid)
             if valid < history.best_valid_loss:
@@ -226,7 +229,8 @@ def train(model: nn.Module, train_batches: Callable[[int], Iterable],
             bar.set_postfix(loss=f"{result.loss:.3f}", refresh=False)  # drawn by update
             bar.update(1)
 
-    run_steps(model, optimizer, scheduler, train_batches, config, record)
+    loss = smoothed_loss(pad_id_of(model, pad_id), config.label_smoothing)
+    run_steps(model, optimizer, scheduler, train_batches, config, record, loss_fn=loss)
     if bar is not None:
         bar.close()
     model.load_state_dict(best_state)
@@ -241,8 +245,6 @@ def exact_match(
     check_shape(generated, (labels.shape[0], None), "generated")
     if not torch.all(generated[:, 0] == bos_id):
         raise ValueError(f"generated must start with BOS ({bos_id}) in every row")
-    predicted = generated[:, 1:]
-    width = max(predicted.shape[1], labels.shape[1])
-    predicted = F.pad(predicted, (0, width - predicted.shape[1]), value=pad_id)
-    padded = F.pad(labels, (0, width - labels.shape[1]), value=pad_id)
-    return predicted.eq(padded).all(dim=1)
+    predicted, w = generated[:, 1:], max(generated.shape[1] - 1, labels.shape[1])
+    a, b = (F.pad(t, (0, w - t.shape[1]), value=pad_id) for t in (predicted, labels))
+    return a.eq(b).all(dim=1)

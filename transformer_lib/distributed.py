@@ -72,9 +72,11 @@ def setup_distributed(device: str | None = None) -> DistContext:
     if chosen.type == "cuda":
         index = local_rank if "LOCAL_RANK" in os.environ else (chosen.index or 0)
         if index >= torch.cuda.device_count():
-            raise ValueError(f"LOCAL_RANK {index} needs GPU {index}, "
-                             f"but only {torch.cuda.device_count()} "
-                             "are visible: start at most one process per GPU")
+            raise ValueError(
+                f"LOCAL_RANK {index} needs GPU {index}, "
+                f"but only {torch.cuda.device_count()} "
+                "are visible: start at most one process per GPU"
+            )
         chosen = torch.device("cuda", index)
         torch.cuda.set_device(chosen)
     # under torchrun: MASTER_ADDR/PORT are set
@@ -92,8 +94,12 @@ def cleanup_distributed() -> None:
 
 # %% ../notebooks/10_distributed.ipynb #973b4702
 def rank_batches(
-    pairs: Sequence[Pair], global_batch_size: int, rank: int = 0, world_size: int = 1,
-    seed: int = 0, epoch: int = 0,
+    pairs: Sequence[Pair],
+    global_batch_size: int,
+    rank: int = 0,
+    world_size: int = 1,
+    seed: int = 0,
+    epoch: int = 0,
 ) -> Iterator[Batch]:
     """One epoch of this rank's shards: rank r's k-th `Batch` holds B/N pairs of global
     batch k.
@@ -103,23 +109,40 @@ def rank_batches(
     Incomplete batches are dropped.
     """
     if global_batch_size % world_size:
-        raise ValueError("global_batch_size must be divisible by world_size, "
-                         f"got {global_batch_size} "
-                         f"and {world_size}")
+        raise ValueError(
+            "global_batch_size must be divisible by world_size, "
+            f"got {global_batch_size} "
+            f"and {world_size}"
+        )
     if global_batch_size > len(pairs):
-        raise ValueError(f"global_batch_size {global_batch_size} is larger than the "
-                         f"{len(pairs)} training pairs")
-    sampler = DistributedSampler(pairs, num_replicas=world_size, rank=rank,
-                                 shuffle=True, seed=seed, drop_last=True)
+        raise ValueError(
+            f"global_batch_size {global_batch_size} is larger than the "
+            f"{len(pairs)} training pairs"
+        )
+    sampler = DistributedSampler(
+        pairs,
+        num_replicas=world_size,
+        rank=rank,
+        shuffle=True,
+        seed=seed,
+        drop_last=True,
+    )
     # a different permutation each epoch, the same on every rank
     sampler.set_epoch(epoch)
     # its own generator: making an iterator draws a seed, which must not come from the
     # global
     # generator that dropout draws from (a resumed run makes one more iterator than the
     # original)
-    return iter(DataLoader(pairs, batch_size=global_batch_size // world_size,
-                           sampler=sampler, collate_fn=collate, drop_last=True,
-                           generator=torch.Generator().manual_seed(seed)))
+    return iter(
+        DataLoader(
+            pairs,
+            batch_size=global_batch_size // world_size,
+            sampler=sampler,
+            collate_fn=collate,
+            drop_last=True,
+            generator=torch.Generator().manual_seed(seed),
+        )
+    )
 
 # %% ../notebooks/10_distributed.ipynb #ce34573b
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
@@ -130,9 +153,13 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def global_token_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 0,
-                      label_smoothing: float = 0.0,
-                      world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+def global_token_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    pad_id: int = 0,
+    label_smoothing: float = 0.0,
+    world_size: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss to back-propagate, global token-mean loss to log) for this rank's shard.
 
     logits (b, T, V), labels (b, T). The first is N / n * (sum of this rank's token
@@ -143,7 +170,8 @@ def global_token_loss(logits: torch.Tensor, labels: torch.Tensor, pad_id: int = 
     count = labels.ne(pad_id).sum()
     local_sum = sequence_loss(logits, labels, pad_id, label_smoothing) * count
     totals = all_reduce_sum(
-        torch.stack([local_sum.detach(), count.to(local_sum.dtype)]))
+        torch.stack([local_sum.detach(), count.to(local_sum.dtype)])
+    )
     global_sum, global_count = totals[0], totals[1].clamp(min=1)
     return local_sum * (world_size / global_count), global_sum / global_count
 
@@ -161,8 +189,9 @@ class StopRequest:
 
     def __enter__(self) -> StopRequest:
         self.signum = 0
-        self._previous = {s: signal.signal(s, self._handle)
-                          for s in (signal.SIGTERM, signal.SIGINT)}
+        self._previous = {
+            s: signal.signal(s, self._handle) for s in (signal.SIGTERM, signal.SIGINT)
+        }
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -181,9 +210,9 @@ class StopRequest:
         return int(flag.item())
 
 # %% ../notebooks/10_distributed.ipynb #d10write
-def write_checkpoint(out: Path, model: Transformer, optimizer, scheduler,
-                     ctx: DistContext,
-                     **extra) -> None:
+def write_checkpoint(
+    out: Path, model: Transformer, optimizer, scheduler, ctx: DistContext, **extra
+) -> None:
     """Rank 0 writes out/checkpoint.pt atomically, with every rank's generator states;
     all wait."""
     states = [rng_state()]
@@ -191,9 +220,14 @@ def write_checkpoint(out: Path, model: Transformer, optimizer, scheduler,
         states = [None] * ctx.world_size
         dist.all_gather_object(states, rng_state())
     if ctx.is_main:
-        save_checkpoint(out / CHECKPOINT_NAME, model, optimizer=optimizer,
-                        scheduler=scheduler,
-                        rng=states, **extra)
+        save_checkpoint(
+            out / CHECKPOINT_NAME,
+            model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            rng=states,
+            **extra,
+        )
     if dist.is_initialized():
         dist.barrier()
 
@@ -205,13 +239,22 @@ class ResumeError(ValueError):
 
 def settings_mismatch(saved: Mapping, current: Mapping) -> list[str]:
     """'name: checkpoint X, this run Y' for every setting that differs."""
-    return [f"{k}: checkpoint {saved.get(k)!r}, this run {current.get(k)!r}"
-            for k in sorted(set(saved) | set(current))
-            if saved.get(k) != current.get(k)]
+    return [
+        f"{k}: checkpoint {saved.get(k)!r}, this run {current.get(k)!r}"
+        for k in sorted(set(saved) | set(current))
+        if saved.get(k) != current.get(k)
+    ]
 
 
-def resume(out: Path, settings: Mapping, model: Transformer, optimizer, scheduler,
-           ctx: DistContext, restore_rng: bool = True) -> dict:
+def resume(
+    out: Path,
+    settings: Mapping,
+    model: Transformer,
+    optimizer,
+    scheduler,
+    ctx: DistContext,
+    restore_rng: bool = True,
+) -> dict:
     """Load out/checkpoint.pt into the model, optimizer, scheduler and this rank's
     generators, after checking that it was written with the same `settings`: nothing
     changes if not. Returns its `extra` (step, losses so far, ...)."""
@@ -224,9 +267,15 @@ def resume(out: Path, settings: Mapping, model: Transformer, optimizer, schedule
     if differ:
         raise ResumeError(f"{path} was written by another run: {'; '.join(differ)}")
     try:
-        load_checkpoint(path, ctx.device, model=model, optimizer=optimizer,
-                        scheduler=scheduler,
-                        restore_rng=restore_rng, rank=ctx.rank)
+        load_checkpoint(
+            path,
+            ctx.device,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            restore_rng=restore_rng,
+            rank=ctx.rank,
+        )
     except ValueError as err:
         raise ResumeError(str(err)) from err
     return saved

@@ -127,11 +127,18 @@ def train_step(
 
 # %% ../notebooks/06b_training.ipynb #6b0a0005
 def run_steps(
-    model: nn.Module, optimizer: Optimizer, scheduler: LRScheduler,
-    train_batches: Callable[[int], Iterable], config: TrainingConfig,
-    on_step: Callable[[StepResult], bool | None] | None = None, *,
-    loss_fn: LossFn | None = None, step: int = 0, epoch: int = 0, skip: int = 0,
-) -> int:  # fmt: skip
+    model: nn.Module,
+    optimizer: Optimizer,
+    scheduler: LRScheduler,
+    train_batches: Callable[[int], Iterable],
+    config: TrainingConfig,
+    on_step: Callable[[StepResult], bool | None] | None = None,
+    *,
+    loss_fn: LossFn | None = None,
+    step: int = 0,
+    epoch: int = 0,
+    skip: int = 0,
+) -> int:
     """The training loop: steps `step` + 1 ... `config.steps`; returns the steps taken.
 
     Each step reads the learning rate, runs `train_step`, steps the scheduler and calls

@@ -32,7 +32,7 @@ TRAIN = [sys.executable, "-m", "transformer_lib.cli", "--task", "reversal", "--s
 def base_checkpoint(folder: Path, device: torch.device) -> dict:
     """Size and median write time (3 writes) of the base model with its Adam state."""
     seed_everything(0)
-    model = Transformer(TransformerConfig(32000, 32000)).to(device)
+    model = Transformer(TransformerConfig(src_vocab_size=32000, tgt_vocab_size=32000)).to(device)
     optimizer = torch.optim.AdamW(model.parameters())
     src = torch.randint(3, 32000, (2, 16), device=device)
     F.cross_entropy(model(src, src).flatten(0, 1), src.flatten()).backward()

@@ -153,7 +153,7 @@ def test_scores(model: Transformer) -> dict:
 
 def model_and_batches(run: Run, seed: int) -> tuple[Transformer, Iterator]:
     vocab = DATA["vocab"]
-    config = TransformerConfig(len(vocab), len(dates.TARGET_VOCAB), d_model=run.d_model,
+    config = TransformerConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(dates.TARGET_VOCAB), d_model=run.d_model,
                                nhead=4, num_encoder_layers=2, num_decoder_layers=2,
                                dim_feedforward=run.d_ff, dropout=0.0, max_len=64)
     seed_everything(seed)                           # as chapter 9's training cell

@@ -83,7 +83,7 @@ def test_encode_and_bucket_batches():
 
 def test_translate_and_attention_shapes():
     vocab = source_vocab()
-    config = TransformerConfig(len(vocab), len(TARGET_VOCAB), d_model=16, nhead=2, num_encoder_layers=1,
+    config = TransformerConfig(src_vocab_size=len(vocab), tgt_vocab_size=len(TARGET_VOCAB), d_model=16, nhead=2, num_encoder_layers=1,
                                num_decoder_layers=2, dim_feedforward=32, dropout=0.0, max_len=64)
     torch.manual_seed(0)
     model = Transformer(config).eval()

@@ -21,7 +21,7 @@ from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
 
 def tiny(norm_first: bool = False) -> Transformer:
     torch.manual_seed(0)
-    config = TransformerConfig(11, 9, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2,
+    config = TransformerConfig(src_vocab_size=11, tgt_vocab_size=9, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2,
                                dim_feedforward=32, dropout=0.0, max_len=16, norm_first=norm_first)
     return Transformer(config).eval()
 

@@ -95,7 +95,7 @@ def test_every_attention_starts_as_nn_multiheadattention_does(norm_first):
 
     torch.manual_seed(0)
     d = 64
-    model = Transformer(TransformerConfig(50, 50, d_model=d, nhead=4, num_encoder_layers=3,
+    model = Transformer(TransformerConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=d, nhead=4, num_encoder_layers=3,
                                           num_decoder_layers=3, dim_feedforward=128, norm_first=norm_first))
     bound = math.sqrt(6 / (d + 3 * d))                           # 0.153; nn.Linear's is 1/sqrt(d) = 0.125
     attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]

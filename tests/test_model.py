@@ -299,3 +299,24 @@ def test_greedy_decode_simple_refuses_more_tokens_than_max_len_holds():
     assert greedy_decode_simple(model, src, 31).shape[1] <= 32
     with pytest.raises(ValueError, match=r"max_new_tokens must be at most max_len - 1 = 31 .*got 32"):
         greedy_decode_simple(model, src, 32)
+
+
+def test_a_layer_used_alone_gives_an_empty_row_zero_heads_not_nan():
+    """Argument checks and the fully-masked-row handling are separate: a layer built to validate
+    (used alone) keeps the handling; the model's layers, whose ids were checked, skip it."""
+    from transformer_lib.cost import set_fused
+    from transformer_lib.decoder import DecoderLayer
+    from transformer_lib.encoder import EncoderLayer
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, requires_grad=True)
+    empty = torch.tensor([[True] * 3, [False] * 3])                   # row 0: no key to read
+    for layer in (EncoderLayer(16, 2, 32, dropout=0.0), DecoderLayer(16, 2, 32, dropout=0.0)):
+        set_fused(layer, False)                                       # the written-out path
+        assert not layer.self_attn.rows_checked
+        out = layer(x, src_key_padding_mask=empty) if isinstance(layer, EncoderLayer) else \
+            layer(x, x, memory_key_padding_mask=empty)
+        out.sum().backward()
+        assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+    model = small()
+    assert all(layer.self_attn.rows_checked and layer.cross_attn.rows_checked for layer in model.decoder.layers)

@@ -64,3 +64,15 @@ def test_an_unknown_choice_is_refused(field, value, match):
 def test_rope_needs_an_even_head_width():
     with pytest.raises(ValueError, match="positional='rope' needs an even d_model / nhead, got 5"):
         TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=20, nhead=4, positional="rope")
+
+
+@pytest.mark.parametrize("choice", [{"positional": "learned"}, {"positional": "rope"}, {"activation": "swiglu"}])
+def test_the_counters_refuse_what_they_do_not_model(choice):
+    from transformer_lib.cost import count_parameters, forward_flops
+    from transformer_lib.memory import activation_bytes
+
+    for count in (count_parameters, lambda c: forward_flops(c, 1, 4, 4), lambda c: activation_bytes(c, 1, 4, 4)):
+        with pytest.raises(ValueError, match="model"):
+            count(tiny(**choice))
+    with pytest.raises(ValueError, match="activation_bytes models activation='relu'"):
+        activation_bytes(tiny(activation="gelu"), 1, 4, 4)

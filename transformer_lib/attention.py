@@ -213,11 +213,12 @@ class TransformerMasks(NamedTuple):
     `torch.nn.Transformer` (True = may not attend); None: nothing to mask (a batch
     without PAD). `Transformer` uses `call_masks`' `AttentionMasks` instead; these feed
     `nn.Transformer` and the parity checks.
-    `tgt_is_causal`: the causal mask as a flag, not `tgt_mask` (a flash kernel may run).
+    `tgt_is_causal`: `nn.Transformer`'s hint that `tgt_mask` is the causal mask (False
+    here; PyTorch takes it only beside `tgt_mask`).
 
     Shapes:
-        src_key_padding_mask (B, S), tgt_mask (T, Lk), tgt_key_padding_mask (B, Lk),
-        memory_key_padding_mask (B, S); Lk = T, or t + T after t cached positions.
+        src_key_padding_mask (B, S), tgt_mask (T, T), tgt_key_padding_mask (B, T),
+        memory_key_padding_mask (B, S).
     """
 
     src_key_padding_mask: Tensor | None = None
@@ -259,7 +260,8 @@ def build_masks(src: Tensor, tgt_in: Tensor, pad_id: int) -> TransformerMasks:
 # %% ../notebooks/02_attention.ipynb #a4d8e6b2
 class Padding(NamedTuple):
     """Whether a batch holds PAD in its source and in its target input. Where it holds
-    none, the model drops that mask and passes the causal mask as a flag (flash)."""
+    none, the model drops that mask; without PAD in the target and without a decoding
+    cache, it passes the causal mask as a flag (flash)."""
 
     src: bool = True
     tgt: bool = True

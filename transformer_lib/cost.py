@@ -25,11 +25,18 @@ __all__ = ['check_config', 'attention_num_params', 'count_parameters', 'check_le
 
 # %% ../notebooks/08_cost.ipynb #511e20ac
 def check_config(config) -> TransformerConfig:
-    """`config` itself if it is a `TransformerConfig`, else a `TypeError` naming it."""
+    """`config` itself if it is a `TransformerConfig` of the paper's kind (sinusoidal
+    positions, a ReLU or GELU feed-forward network: what the counters model), else a
+    `TypeError` or `ValueError` naming what differs."""
     if not isinstance(config, TransformerConfig):
         raise TypeError(
             "config must be a TransformerConfig, "
             f"got {type(config).__name__} {config!r}"
+        )
+    if config.positional != "sinusoidal" or config.activation not in ("relu", "gelu"):
+        raise ValueError(
+            "the counters model positional='sinusoidal' and activation 'relu' or 'gelu', "
+            f"got positional={config.positional!r}, activation={config.activation!r}"
         )
     return config
 

@@ -56,9 +56,16 @@ class DecoderLayer(nn.Module):
         super().__init__()
         # checked here, once per call, when validate: its parts never check
         self.self_attn = MultiHeadAttention(
-            d_model, nhead, dropout, validate=False, rope_max_len=rope_max_len
+            d_model,
+            nhead,
+            dropout,
+            validate=False,
+            rope_max_len=rope_max_len,
+            rows_checked=not validate,  # a model's ids were checked: no empty row
         )
-        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, validate=False)
+        self.cross_attn = MultiHeadAttention(
+            d_model, nhead, dropout, validate=False, rows_checked=not validate
+        )
         self.feed_forward = feed_forward(
             d_model, dim_feedforward, dropout, activation, validate=False
         )
@@ -176,10 +183,9 @@ class DecoderLayer(nn.Module):
         norm order)."""
         arguments = torch_layer_arguments(module, nn.TransformerDecoderLayer)
         new = cls(**arguments, validate=validate)
-        new.self_attn = MultiHeadAttention.from_torch(module.self_attn, validate=False)
-        new.cross_attn = MultiHeadAttention.from_torch(
-            module.multihead_attn, validate=False
-        )
+        trusted = dict(validate=False, rows_checked=not validate)
+        new.self_attn = MultiHeadAttention.from_torch(module.self_attn, **trusted)
+        new.cross_attn = MultiHeadAttention.from_torch(module.multihead_attn, **trusted)
         copy_feed_forward(new.feed_forward, module)
         ours = (new.self_attn_sublayer, new.cross_attn_sublayer, new.ff_sublayer)
         for sublayer, norm in zip(ours, (module.norm1, module.norm2, module.norm3)):
@@ -190,8 +196,8 @@ class DecoderLayer(nn.Module):
 # %% ../notebooks/05_decoder.ipynb #40fe6248
 class DecodingCache(Protocol):
     """What `Transformer.decode` needs to decode a few new positions after those it
-    decoded before: the interface of every decoding cache (chapter 7's `DecoderCache`,
-    7a's preallocated one).
+    decoded before: the interface of every decoding cache (this chapter's `DecoderCache`,
+    which chapter 7 uses, and chapter 7a's preallocated one).
 
     Attributes:
         self_attn: one self-attention cache per decoder layer (`update(key, value)`

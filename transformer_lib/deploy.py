@@ -92,10 +92,6 @@ class OnnxDecoderStep(nn.Module):
         values = torch.stack([kv.value for kv in cache.self_attn])
         return choice, keys, values, torch.cat(weights, dim=1)
 
-# %% ../notebooks/09a_deploy.ipynb #9a342b5a
-def _isneginf(g, x):  # ONNX has no IsNegInf
-    return g.op("IsInf", x, detect_negative_i=1, detect_positive_i=0)
-
 # %% ../notebooks/09a_deploy.ipynb #1de63446
 def export_onnx(
     model: Transformer, folder: str | Path, opset: int = 17
@@ -139,7 +135,6 @@ def export_onnx(
     options = {"opset_version": opset}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         options["dynamo"] = False  # the TorchScript exporter
-    torch.onnx.register_custom_op_symbolic("aten::isneginf", _isneginf, opset)
     paths = {name: folder / f"{name}.onnx" for name in graphs}
     for name, (module, args, inputs, outputs) in graphs.items():
         names = dict(input_names=list(inputs), output_names=list(outputs))
@@ -206,12 +201,17 @@ class OnnxGreedy:
         if not 0 <= lo <= hi < V:
             raise ValueError(f"src must hold ids in [0, {V}), got {lo}..{hi}")
         n = check_positive_int(max_new_tokens, "max_new_tokens")
+        if n > c["max_len"] - 1:  # as generation.greedy: BOS takes one position
+            most = c["max_len"] - 1
+            raise ValueError(
+                f"max_new_tokens must be at most max_len - 1 = {most}, got {n}"
+            )
         names = ("cross_k", "cross_v", "memory_pad")
         feed = dict(zip(names, self.encoder.run(None, {"src": src.astype(np.int64)})))
         feed["self_k"] = feed["self_v"] = np.zeros_like(feed["cross_k"][..., :0, :])
         out = np.full((B, 1), c["bos_id"], np.int64)
         finished, weights = np.zeros(B, bool), []
-        for _ in range(min(n, c["max_len"] - 1)):
+        for _ in range(n):
             feed["token"] = out[:, -1:]
             token, feed["self_k"], feed["self_v"], w = self.step.run(None, feed)
             token = np.where(finished, c["pad_id"], token)

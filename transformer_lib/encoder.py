@@ -59,7 +59,12 @@ class EncoderLayer(nn.Module):
         super().__init__()
         # checked here, once per call, when validate: its parts never check
         self.self_attn = MultiHeadAttention(
-            d_model, nhead, dropout, validate=False, rope_max_len=rope_max_len
+            d_model,
+            nhead,
+            dropout,
+            validate=False,
+            rope_max_len=rope_max_len,
+            rows_checked=not validate,  # a model's ids were checked: no empty row
         )
         self.feed_forward = feed_forward(
             d_model, dim_feedforward, dropout, activation, validate=False
@@ -114,7 +119,9 @@ class EncoderLayer(nn.Module):
         """
         arguments = torch_layer_arguments(module, nn.TransformerEncoderLayer)
         new = cls(**arguments, validate=validate)
-        new.self_attn = MultiHeadAttention.from_torch(module.self_attn, validate=False)
+        new.self_attn = MultiHeadAttention.from_torch(
+            module.self_attn, validate=False, rows_checked=not validate
+        )
         copy_feed_forward(new.feed_forward, module)
         copy_norm(new.attn_sublayer.norm, module.norm1)
         copy_norm(new.ff_sublayer.norm, module.norm2)

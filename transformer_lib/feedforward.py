@@ -181,6 +181,10 @@ def feed_forward(
     """The position-wise network of a layer: `FeedForward` with `activation` "relu"
     (the paper) or "gelu", or, for "swiglu", a `SwiGLU` of hidden width
     `swiglu_hidden_dim(dim_feedforward)` (the same parameter budget)."""
+    if activation not in LAYER_ACTIVATIONS:
+        raise ValueError(
+            f"activation must be one of {LAYER_ACTIVATIONS}, got {activation!r}"
+        )
     if activation == "swiglu":
         hidden = swiglu_hidden_dim(dim_feedforward)
         return SwiGLU(d_model, hidden, dropout, validate=validate)

@@ -88,6 +88,10 @@ def activation_bytes(
         src (B, S) = (batch, src_len), tgt_in (B, T) = (batch, tgt_len).
     """
     c = check_config(config)
+    if c.activation != "relu":  # GELU saves its input as well: another count
+        raise ValueError(
+            f"activation_bytes models activation='relu', got {c.activation!r}"
+        )
     B, S, T, e = check_lengths(
         batch=batch,
         src_len=src_len,

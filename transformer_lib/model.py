@@ -23,9 +23,10 @@ from .utils import check_positive_int, check_probability
 _compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
 
 # %% ../notebooks/05b_model.ipynb #e19fc3d0
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TransformerConfig:
-    """The hyper-parameters of a `Transformer`, checked when made; frozen.
+    """The hyper-parameters of a `Transformer`, checked when made; frozen, built with
+    keywords (`dataclasses.replace` makes a changed copy).
 
     The defaults are the paper's base model (Vaswani et al. 2017, table 3) except
     `tie_embeddings` (the paper shares the target embedding with the output

@@ -42,9 +42,12 @@ class MultiHeadAttention(nn.Module):
         nhead: heads H, each of width d_k = d / H.
         dropout: dropout on the attention weights, in [0, 1).
         bias: whether the projections have biases.
-        validate: check every call's inputs (clear errors, and a query row with every
-            key masked gets a zero output). False inside a layer or a model that
-            checked its inputs once and hands over masks with no such row.
+        validate: check every call's arguments (clear errors); False inside a layer or
+            a model that checked its inputs once.
+        rows_checked: the caller promises that no query row has every key masked, so
+            the scan for such rows is skipped (the model's layers, whose ids were
+            checked). Default: `not validate`. When False, such a row gets zero weights
+            and a zero output, never NaN.
         rope_max_len: rotate the queries and keys by their positions (RoPE,
             `RotaryEmbedding`), up to this many positions; None (default): no rotation.
 
@@ -61,6 +64,7 @@ class MultiHeadAttention(nn.Module):
         dtype: torch.dtype | None = None,
         validate: bool = True,
         rope_max_len: int | None = None,
+        rows_checked: bool | None = None,
     ) -> None:
         super().__init__()
         d = d_model = check_positive_int(d_model, "d_model")
@@ -77,6 +81,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = check_probability(dropout, "dropout")
         self.fused = True
         self.validate = bool(validate)
+        self.rows_checked = not validate if rows_checked is None else bool(rows_checked)
         factory = {"bias": bias, "device": device, "dtype": dtype}
         self.rotary = (
             None if rope_max_len is None else RotaryEmbedding(self.d_k, rope_max_len)
@@ -209,8 +214,8 @@ class MultiHeadAttention(nn.Module):
         mask = _merge_masks(key_padding_mask, attn_mask, shape, query.dtype)
         p = self.dropout if self.training else 0.0
         fused = self.fused and not need_weights
-        # (B, H, Lq, d_k); a trusted caller's masks have no fully masked row
-        heads, w = _attention(q, k, v, mask, p, fused, is_causal, not self.validate)
+        # (B, H, Lq, d_k); rows_checked: the caller's masks have no fully masked row
+        heads, w = _attention(q, k, v, mask, p, fused, is_causal, self.rows_checked)
         output = self.out_proj(heads.transpose(1, 2).reshape(B, Lq, d))  # (B, Lq, d)
         if need_weights and average_attn_weights:
             w = w.mean(dim=1)  # (B, H, Lq, Lk) -> (B, Lq, Lk)
@@ -218,7 +223,10 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def from_torch(
-        cls, module: nn.MultiheadAttention, validate: bool = True
+        cls,
+        module: nn.MultiheadAttention,
+        validate: bool = True,
+        rows_checked: bool | None = None,
     ) -> MultiHeadAttention:
         """Copy of `module` (kdim = vdim = embed_dim, no add_bias_kv/add_zero_attn)."""
         if not isinstance(module, nn.MultiheadAttention):
@@ -237,7 +245,16 @@ class MultiHeadAttention(nn.Module):
             )
         weight, bias = module.in_proj_weight, module.in_proj_bias  # (3d, d), (3d,)
         d, H, p = module.embed_dim, module.num_heads, module.dropout
-        new = cls(d, H, p, bias is not None, weight.device, weight.dtype, validate)
+        factory = dict(device=weight.device, dtype=weight.dtype)
+        new = cls(
+            d,
+            H,
+            p,
+            bias is not None,
+            **factory,
+            validate=validate,
+            rows_checked=rows_checked,
+        )
         state = dict(module.out_proj.named_parameters(prefix="out_proj"))
         biases = bias.chunk(3) if bias is not None else [None] * 3
         for name, w, b in zip("qkv", weight.chunk(3), biases):  # [W^Q; W^K; W^V]

@@ -480,3 +480,29 @@ def test_every_code_cell_is_ruff_format_output_without_exemptions():
                            cwd=ROOT, capture_output=True, text=True)
     assert check.returncode == 0, f"not ruff format output:\n{check.stdout}{check.stderr}"
 
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_exercise_has_its_own_executed_check(path):
+    """Issue 34: by exercise, not by chapter. Each numbered exercise k is named in a comment
+    (`# k.`, `# Exercise k`, `# Solutions k and m`) of an executed code cell after the
+    Exercises heading that holds an assert."""
+    cs = cells(path)
+    heading = next((i for i, c in enumerate(cs) if c["cell_type"] == "markdown"
+                    and re.search(r"^## Exercises", source(c), re.M)), None)
+    if heading is None:
+        return
+    text = source(cs[heading])
+    listed = text[text.index("## Exercises"):].split("```{dropdown}")[0]
+    exercises = {int(n) for n in re.findall(r"^(\d+)\. ", listed, re.M)}
+    checked = set()
+    for c in cs[heading + 1:]:
+        if c["cell_type"] != "code" or c.get("execution_count") is None or not has_assert(c):
+            continue
+        for line in source(c).splitlines():
+            comment = line[line.index("#"):] if "#" in line else ""
+            for first, last in re.findall(r"#\s*(?:(?:Exercises?|Solutions?)\s+)?(\d+)"
+                                          r"(?:\s*(?:,|and|-|–)\s*(\d+))?\s*[.:,]", comment):
+                checked.update(range(int(first), int(last or first) + 1))
+    missing = sorted(exercises - checked)
+    assert not missing, f"{path.name}: exercises {missing} have no executed check naming them"
+

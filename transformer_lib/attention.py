@@ -246,7 +246,8 @@ class TransformerMasks(NamedTuple):
 # %% ../notebooks/02_attention.ipynb #e2f7b3c8
 def build_masks(src: Tensor, tgt_in: Tensor, pad_id: int) -> TransformerMasks:
     """A teaching exhibit: the masks of source ids `src` (B, S) and target input ids
-    `tgt_in` (B, T), as `nn.Transformer` takes them (`Transformer` uses `call_masks`)."""
+    `tgt_in` (B, T), as `nn.Transformer` takes them (`Transformer` uses
+    `call_masks`)."""
     src_pad = padding_mask(src, pad_id)  # (B, S)
     tgt_pad = padding_mask(tgt_in, pad_id)  # (B, T)
     if src.shape[0] != tgt_in.shape[0]:

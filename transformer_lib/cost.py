@@ -20,7 +20,7 @@ from .utils import check_positive_int
 
 # %% auto #0
 __all__ = ['check_config', 'attention_num_params', 'count_parameters', 'check_lengths', 'encoder_layer_flops',
-           'decoder_layer_flops', 'forward_flops', 'training_step_flops', 'set_fused', 'decode_step_flops', 'benchmark',
+           'decoder_layer_flops', 'forward_flops', 'training_step_flops', 'decode_step_flops', 'benchmark',
            'median_time', 'matmul_peak']
 
 # %% ../notebooks/08_cost.ipynb #511e20ac
@@ -35,7 +35,8 @@ def check_config(config) -> TransformerConfig:
         )
     if config.positional != "sinusoidal" or config.activation not in ("relu", "gelu"):
         raise ValueError(
-            "the counters model positional='sinusoidal' and activation 'relu' or 'gelu', "
+            "the counters model positional='sinusoidal' and activation 'relu' or "
+            "'gelu', "
             f"got positional={config.positional!r}, activation={config.activation!r}"
         )
     return config
@@ -149,8 +150,9 @@ def training_step_flops(
 
 # %% ../notebooks/08_cost.ipynb #bb6c3c13
 def set_fused(model: nn.Module, fused: bool) -> int:
-    """Set `fused` on every `MultiHeadAttention` and `LayerNorm` in `model`; returns how
-    many. fused=False selects the written-out computations, whose saved tensors the
+    """A teaching switch: set `fused` on every `MultiHeadAttention` and `LayerNorm` in
+    `model` (the model runs fused by default); returns how many. fused=False selects
+    the written-out computations, whose saved tensors the
     counters model."""
     if not isinstance(fused, bool):
         raise TypeError(f"fused must be a bool, got {type(fused).__name__} {fused!r}")

@@ -37,8 +37,9 @@ def make_reversal_data(
 
     Words are ids in [4, vocab_size) and lengths are uniform in [min_len, max_len],
     drawn (a length, then the words) from a generator seeded with `seed`: the order of
-    the reversal example in the tutorial article this book follows, so
-    `make_reversal_data(200, seed=42)` is its data. With `distinct=True`, repeated
+    the usual loop on the global generator after `torch.manual_seed(seed)`, so
+    `make_reversal_data(200, seed=42)` is that loop's data. With `distinct=True`,
+    repeated
     sources are skipped until `num` different ones are drawn.
     """
     num = check_positive_int(num, "num")

@@ -196,8 +196,8 @@ class DecoderLayer(nn.Module):
 # %% ../notebooks/05_decoder.ipynb #40fe6248
 class DecodingCache(Protocol):
     """What `Transformer.decode` needs to decode a few new positions after those it
-    decoded before: the interface of every decoding cache (this chapter's `DecoderCache`,
-    which chapter 7 uses, and chapter 7a's preallocated one).
+    decoded before: the interface of every decoding cache (this chapter's
+    `DecoderCache`, which chapter 7 uses, and chapter 7a's preallocated one).
 
     Attributes:
         self_attn: one self-attention cache per decoder layer (`update(key, value)`
@@ -249,7 +249,7 @@ class DecoderCache:
     def start(
         cls, decoder: Decoder, memory: Tensor, memory_pad: Tensor
     ) -> DecoderCache:
-        """No target position yet; the memory's keys and values projected, every layer's.
+        """No target position yet; every layer's memory keys and values projected.
 
         Shapes:
             memory (B, S, d), memory_pad (B, S).
@@ -285,7 +285,8 @@ class Decoder(nn.Module):
 
     forward(tgt (B, T, d), memory (B, S, d), masks, tgt_is_causal and start as
     `DecoderLayer`, cache=None) -> (B, T, d); `cache` (a `DecodingCache`) hands layer i
-    its own self-attention cache and the memory's keys and values. With `validate`, the stack
+    its own self-attention cache and the memory's keys and values. With `validate`, the
+    stack
     checks its inputs once per call (build `layer` with validate=False, or it checks
     again in every layer).
     """
@@ -323,7 +324,8 @@ class Decoder(nn.Module):
         cache: DecodingCache | None = None,
         start: int | Tensor = 0,
     ) -> Tensor:
-        """Every layer in turn, each with the same masks and its own cache, then `norm`."""
+        """Every layer in turn, each with the same masks and its own cache, then
+        `norm`."""
         masks = dict(
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,

@@ -75,7 +75,8 @@ def activation_bytes(
     per part.
 
     For this library's written-out attention with dropout off (dropout adds its masks),
-    on a batch with PAD in both src and tgt_in. The `*attention_matrices` entries are the
+    on a batch with PAD in both src and tgt_in. The `*attention_matrices` entries are
+    the
     quadratic terms: one (B, H, Lq, Lk) matrix per attention, the softmax output, which
     its backward needs and the weighted sum reads. The model's masks are added to the
     scores, made once per call: no mask is saved.

@@ -408,9 +408,9 @@ def greedy_decode_simple(
 ) -> Tensor:
     """Batched greedy decoding, the simple version (`generation.greedy` adds the cache):
     each step decodes the whole prefix. Stops when every row has produced EOS, or after
-    `max_new_tokens` (at most max_len - 1: more raises); PAD after EOS; PAD and BOS never
-    predicted. Runs in eval mode, then restores it. src (B, S) -> ids (B, 1 + n), BOS
-    first."""
+    `max_new_tokens` (at most max_len - 1: more raises); PAD after EOS; PAD and BOS
+    never predicted. Runs in eval mode, then restores it. src (B, S) -> ids
+    (B, 1 + n), BOS first."""
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     c, was_training = model.config, model.training
     if max_new_tokens > c.max_len - 1:

@@ -141,7 +141,8 @@ class TrainingConfig:
         eps: Adam's epsilon, added to the root of the second moment (a gradient
             magnitude). The paper: 1e-9.
         weight_decay: AdamW's decoupled weight decay: each step shrinks every weight by
-            lr * weight_decay of its value. 0: Adam, the paper's optimiser.
+            the step's learning rate * weight_decay of its value. 0: Adam, the paper's
+            optimiser.
         label_smoothing: the probability mass spread evenly over the vocabulary in the
             target of `sequence_loss`, in [0, 1). The paper: 0.1.
         clip: the largest global L2 norm of all gradients together (of the loss in nats

@@ -104,8 +104,8 @@ def train_step(
 
     Args:
         model: maps (src, tgt_in) to logits (B, T, V); a DDP wrapper averages the
-            gradients. With `check_inputs` (`Transformer`), the batch (src, tgt_in,
-            labels) is checked there, then moved to the model's device.
+            gradients. With `check_inputs` (`Transformer`), src and tgt_in are
+            checked there, then the batch is moved to the model's device.
         config: `label_smoothing`, `clip` (None: only measure the norm), `precision`.
         loss_fn: `loss_fn(logits, labels)` -> (loss to back-propagate, loss to log);
             default: `sequence_loss` (the model's pad id, the config's smoothing).

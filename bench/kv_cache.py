@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _record import config_parser, result_path, result_writer  # noqa: E402
 
 from transformer_lib.cost import benchmark  # noqa: E402
-from transformer_lib.generation import CachedDecoding, NoCacheDecoding, greedy  # noqa: E402
+from transformer_lib.generation import greedy  # noqa: E402
+from transformer_lib.kv_cache import CachedDecoding, NoCacheDecoding  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
 from transformer_lib.preallocated_cache import CompiledDecoding, PreallocatedDecoding  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402

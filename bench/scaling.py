@@ -46,7 +46,8 @@ from _record import result_path, result_writer  # noqa: E402
 from transformer_lib.attention import attention  # noqa: E402
 from transformer_lib.cost import benchmark, matmul_peak, training_step_flops  # noqa: E402
 from transformer_lib.encoder import EncoderLayer  # noqa: E402
-from transformer_lib.generation import CachedDecoding, NoCacheDecoding, greedy  # noqa: E402
+from transformer_lib.generation import greedy  # noqa: E402
+from transformer_lib.kv_cache import CachedDecoding, NoCacheDecoding  # noqa: E402
 from transformer_lib.model import Transformer, TransformerConfig  # noqa: E402
 from transformer_lib.utils import get_device, seed_everything  # noqa: E402
 

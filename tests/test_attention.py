@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from transformer_lib.attention import (TransformerMasks, attention, build_masks, causal_mask,
-                                       fully_masked_rows, padding_mask, to_additive_mask, to_sdpa_mask)
+from transformer_lib.attention import (attention, causal_mask, fully_masked_rows, padding_mask,
+                                       to_additive_mask, to_sdpa_mask)
+from transformer_lib.masks import TransformerMasks, build_masks
 from transformer_lib.multihead import MultiHeadAttention
 
 TOL = {torch.float64: 1e-9, torch.float32: 1e-5}

@@ -262,9 +262,6 @@ def test_no_assert_depends_on_a_clock(path):
 
 
 MODULE_LINES = 300      # a module past about 300 lines is split by concept (the developers' guide)
-# Over it after round three's docstrings, the model's one boundary check and the cache interface
-# (issue 32, item 9): each is held to its present length until it is split by concept.
-OVER_THE_LIMIT = {"attention.py": 346, "decoder.py": 348, "generation.py": 354, "model.py": 434}
 SUMMARY_CHARS = 114     # CONTRIBUTING: the title cell's summary, the module docstring's first line
 
 
@@ -274,10 +271,8 @@ def test_no_module_is_longer_than_300_lines(path):
     if path.name == "_modidx.py":
         return
     lines = len(path.read_text(encoding="utf-8").splitlines())
-    most = OVER_THE_LIMIT.get(path.name, MODULE_LINES)
-    assert lines <= most, f"transformer_lib/{path.name} has {lines} lines, more than {most}"
-    if path.name in OVER_THE_LIMIT:
-        assert lines > MODULE_LINES, f"{path.name} fits {MODULE_LINES} lines now: drop its exception"
+    assert lines <= MODULE_LINES, (f"transformer_lib/{path.name} has {lines} lines, more than "
+                                   f"{MODULE_LINES}: split it by concept (a new chapter writes the new module)")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -505,3 +500,20 @@ def test_every_exercise_has_its_own_executed_check(path):
     missing = sorted(exercises - checked)
     assert not missing, f"{path.name}: exercises {missing} have no executed check naming them"
 
+
+def learners_path():
+    """The notebooks of the table of contents' learner's path, chapters 1 to 7 and 9."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    part = next(p for p in toc["parts"] if p["caption"] == "The learner's path")
+    files = [ROOT / f"{c['file']}.ipynb" for c in part["chapters"]]
+    return [f for f in files if re.match(r"0[1-79]", f.name)]
+
+
+@pytest.mark.parametrize("path", learners_path(), ids=lambda p: p.name)
+def test_a_page_of_the_learners_path_shows_at_most_160_code_lines(path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    from page_budget import BUDGET, visible_code_lines
+
+    lines = visible_code_lines(path)
+    assert lines <= BUDGET, (f"{path.name} shows {lines} code lines unfolded, more than {BUDGET}: fold "
+                             "the engineering under the hood (tools/page_budget.py counts them)")

@@ -4,9 +4,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lib.decoder import DecoderCache
-from transformer_lib.generation import (CachedDecoding, NoCacheDecoding, beam_search, decode_step, filter_logits,
-                                       greedy, sample)
+from transformer_lib.kv_cache import DecoderCache
+from transformer_lib.generation import beam_search, filter_logits, greedy, sample
+from transformer_lib.kv_cache import CachedDecoding, NoCacheDecoding, decode_step
 from transformer_lib.model import Transformer, TransformerConfig, greedy_decode_simple
 
 
@@ -145,7 +145,7 @@ def test_cross_attention_weights_shapes_rows_and_restore():
 ])
 def test_ids_are_checked_once_per_call_not_once_per_step(decode, monkeypatch):
     import transformer_lib.embedding as embedding
-    import transformer_lib.model as model_module
+    import transformer_lib.config as config_module
 
     calls = []
 
@@ -153,7 +153,7 @@ def test_ids_are_checked_once_per_call_not_once_per_step(decode, monkeypatch):
         calls.append(name)
         return tokens
 
-    monkeypatch.setattr(model_module, "check_token_ids", counting)
+    monkeypatch.setattr(config_module, "check_token_ids", counting)
     monkeypatch.setattr(embedding, "check_token_ids", counting)
     out = decode(make_model(), SRC)
     assert out.shape[1] > 2                      # several steps were decoded
@@ -169,7 +169,6 @@ def test_bad_source_ids_are_still_refused_by_the_decoders():
 
 
 def test_each_decoding_state_is_a_class_with_the_same_methods():
-    from transformer_lib.generation import CachedDecoding, NoCacheDecoding
     from transformer_lib.preallocated_cache import CompiledDecoding, PreallocatedDecoding
 
     model = make_model(seed=3)

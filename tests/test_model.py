@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lib.attention import Padding
+from transformer_lib.masks import Padding
 from transformer_lib.cost import set_fused
 from transformer_lib.model import Transformer, TransformerConfig, greedy_decode_simple
 
@@ -85,7 +85,7 @@ def test_sequences_beyond_max_len():
     src, tgt = batch()
     with pytest.raises(ValueError, match="src has length 40, more than max_len=32"):
         small()(torch.full((1, 40), 5), tgt[:1])
-    with pytest.raises(ValueError, match="tgt_in has length 33"):
+    with pytest.raises(ValueError, match="tgt_in would take positions 0 to 32, but max_len=32"):
         small()(src, torch.ones(2, 33, dtype=torch.long))
 
 
@@ -99,7 +99,7 @@ def test_ids_out_of_range():
 
 def test_validate_false_skips_the_id_checks_and_changes_nothing_else(monkeypatch):
     import transformer_lib.embedding as embedding
-    import transformer_lib.model as model_module
+    import transformer_lib.config as config_module
 
     model, (src, tgt) = small(), batch()
     checked = model(src, tgt)
@@ -107,7 +107,7 @@ def test_validate_false_skips_the_id_checks_and_changes_nothing_else(monkeypatch
     def refuse(*args, **kwargs):
         raise AssertionError("an id check ran with validate=False")
 
-    monkeypatch.setattr(model_module, "check_token_ids", refuse)
+    monkeypatch.setattr(config_module, "check_token_ids", refuse)
     monkeypatch.setattr(embedding, "check_token_ids", refuse)
     assert torch.equal(model(src, tgt, validate=False), checked)
     with pytest.raises(AssertionError, match="id check"):
@@ -203,7 +203,7 @@ def test_config_type_checked():
 
 def test_one_call_checks_its_inputs_once_at_the_boundary(monkeypatch):
     """The model checks a batch once; the layers inside it check nothing again."""
-    import transformer_lib.model as model_module
+    import transformer_lib.config as config_module
     from transformer_lib.decoder import DecoderLayer
     from transformer_lib.embedding import TransformerEmbedding
     from transformer_lib.encoder import EncoderLayer
@@ -216,8 +216,8 @@ def test_one_call_checks_its_inputs_once_at_the_boundary(monkeypatch):
     layer_checks, id_checks = [], []
     for cls in (MultiHeadAttention, EncoderLayer, DecoderLayer, TransformerEmbedding, LayerNorm):
         monkeypatch.setattr(cls, "check_inputs", lambda self, *a, **k: layer_checks.append(self))
-    check_ids = model_module.check_token_ids
-    monkeypatch.setattr(model_module, "check_token_ids", lambda *a: id_checks.append(a[-1]) or check_ids(*a))
+    check_ids = config_module.check_token_ids
+    monkeypatch.setattr(config_module, "check_token_ids", lambda *a: id_checks.append(a[-1]) or check_ids(*a))
     with torch.no_grad():
         model(src, tgt)
     assert layer_checks == [] and id_checks == ["src", "tgt_in"]
@@ -281,7 +281,7 @@ def test_the_masks_are_made_once_per_call(monkeypatch):
 
 
 def padding_of(src, tgt):
-    from transformer_lib.attention import find_padding
+    from transformer_lib.masks import find_padding
     return find_padding(src, tgt, 0)
 
 

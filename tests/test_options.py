@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from transformer_lib.data import batches, collate, make_reversal_data
-from transformer_lib.generation import NoCacheDecoding, greedy
+from transformer_lib.generation import greedy
+from transformer_lib.kv_cache import NoCacheDecoding
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.preallocated_cache import PreallocatedDecoding
 from transformer_lib.recipe import TrainingConfig

@@ -7,8 +7,9 @@ from torch._dynamo.utils import counters
 
 import transformer_lib.preallocated_cache as preallocated
 from test_generation import SRC, make_model       # the same tiny model and sources as chapter 7's tests
-from transformer_lib.decoder import DecoderCache
-from transformer_lib.generation import CachedDecoding, NoCacheDecoding, beam_search, decode_step, greedy, sample
+from transformer_lib.kv_cache import DecoderCache
+from transformer_lib.generation import beam_search, greedy, sample
+from transformer_lib.kv_cache import CachedDecoding, NoCacheDecoding, decode_step
 from transformer_lib.model import Transformer
 from transformer_lib.preallocated_cache import CompiledDecoding, PreallocatedCache, PreallocatedDecoding
 

@@ -27,7 +27,7 @@ reason word for word. Until the model is ready the box must say "Loading…". Wi
 from the page, the demo must say so. The time from the page's load to the first answer is measured and printed, not asserted;
 screenshots ``09_dates-demo.png`` and ``09_dates-demo-no-wasm.png``.
 
-At 400 px (a phone), the front page and chapters 2, 5b and 9 are loaded again: every figure and the
+At 400 px (a phone), the front page and chapters 2, 5c and 9 are loaded again: every figure and the
 demo (after it has answered a date, with its heatmap) must fit inside the window; screenshots
 ``<page>-400.png``, ``<page>-figure-400.png`` and ``09_dates-demo-400.png``.
 
@@ -587,7 +587,7 @@ def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list
 
 
 NARROW = 400
-NARROW_PAGES = ["book/intro.html", "notebooks/02_attention.html", "notebooks/05b_model.html", DEMO_PAGE]
+NARROW_PAGES = ["book/intro.html", "notebooks/02_attention.html", "notebooks/05c_model.html", DEMO_PAGE]
 
 # At a phone's width: every figure and the demo (box, answer, heatmap) fit inside the window.
 NARROW_JS = r"""

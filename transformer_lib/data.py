@@ -16,14 +16,14 @@ from .utils import check_positive_int, check_shape
 __all__ = ['PAD_ID', 'BOS_ID', 'EOS_ID', 'FIRST_WORD_ID', 'Pair', 'make_reversal_data', 'split', 'pad_batch', 'shift_right',
            'Batch', 'collate', 'batches', 'bucket_batches', 'token_nll_simple']
 
-# %% ../notebooks/06_data.ipynb #33bb39a8
+# %% ../notebooks/06_data.ipynb #6a0d1f10
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 FIRST_WORD_ID = 4  # ids 0..3 are special; 3 is reserved (e.g. for an unknown word)
 
 # (source ids, target ids), both ending with EOS
 Pair = tuple[tuple[int, ...], tuple[int, ...]]
 
-
+# %% ../notebooks/06_data.ipynb #33bb39a8
 def make_reversal_data(
     num: int,
     vocab_size: int = 20,
@@ -39,8 +39,7 @@ def make_reversal_data(
     drawn (a length, then the words) from a generator seeded with `seed`: the order of
     the usual loop on the global generator after `torch.manual_seed(seed)`, so
     `make_reversal_data(200, seed=42)` is that loop's data. With `distinct=True`,
-    repeated
-    sources are skipped until `num` different ones are drawn.
+    repeated sources are skipped until `num` different ones are drawn.
     """
     num = check_positive_int(num, "num")
     vocab_size = check_positive_int(vocab_size, "vocab_size")

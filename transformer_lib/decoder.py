@@ -6,11 +6,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
-import torch
 from torch import Tensor, nn
 
 from .multihead import KVCache, MultiHeadAttention
@@ -20,7 +18,7 @@ from .feedforward import feed_forward
 from .norm import ResidualSublayer
 
 # %% auto #0
-__all__ = ['DecoderLayer', 'DecodingCache', 'DecoderCache', 'Decoder']
+__all__ = ['DecoderLayer', 'Decoder', 'DecodingCache']
 
 # %% ../notebooks/05_decoder.ipynb #59d0c3d5
 class DecoderLayer(nn.Module):
@@ -193,92 +191,6 @@ class DecoderLayer(nn.Module):
         weight = module.linear1.weight
         return new.to(weight.device, weight.dtype)
 
-# %% ../notebooks/05_decoder.ipynb #40fe6248
-class DecodingCache(Protocol):
-    """What `Transformer.decode` needs to decode a few new positions after those it
-    decoded before: the interface of every decoding cache (this chapter's
-    `DecoderCache`, which chapter 7 uses, and chapter 7a's preallocated one).
-
-    Attributes:
-        self_attn: one self-attention cache per decoder layer (`update(key, value)`
-            appends and returns all keys and values; `keys_after(n)`).
-        memory_kv: per layer, the memory's cross-attention keys and values, projected
-            once (`Decoder.project_memory`), (B, H, S, d_k) each.
-        memory_pad: (B, S), True where the source is PAD.
-        position: a long tensor (1,): the position of the next target token.
-    """
-
-    self_attn: Sequence[KVCache]
-    memory_kv: Sequence[tuple[Tensor, Tensor]]
-    memory_pad: Tensor
-
-    @property
-    def position(self) -> Tensor: ...
-
-    def record_padding(self, tgt_pad: Tensor) -> Tensor:
-        """Record the padding (B, T) of the T new positions; return that of every key
-        they attend to, (B, Lk), cached positions first."""
-        ...
-
-    def select(self, rows: Tensor) -> None:
-        """Keep batch rows `rows` (B',), in place (e.g. the parents of beams)."""
-        ...
-
-
-@dataclass
-class DecoderCache:
-    """A `DecodingCache` that grows by the new positions at every call.
-
-    Args:
-        self_attn: one growing `KVCache` per decoder layer.
-        memory_kv: per layer, the memory's keys and values (`Decoder.project_memory`).
-        memory_pad: the source padding (True = PAD).
-        tgt_pad: True where a cached target position is PAD.
-
-    Shapes:
-        self_attn[i].key/value (B, H, t, d_k), memory_kv[i] (B, H, S, d_k) each,
-        memory_pad (B, S), tgt_pad (B, t).
-    """
-
-    self_attn: list[KVCache]
-    memory_kv: list[tuple[Tensor, Tensor]]
-    memory_pad: Tensor
-    tgt_pad: Tensor
-
-    @classmethod
-    def start(
-        cls, decoder: Decoder, memory: Tensor, memory_pad: Tensor
-    ) -> DecoderCache:
-        """No target position yet; every layer's memory keys and values projected.
-
-        Shapes:
-            memory (B, S, d), memory_pad (B, S).
-        """
-        return cls(
-            [KVCache() for _ in decoder.layers],
-            decoder.project_memory(memory),
-            memory_pad,
-            memory_pad.new_zeros(memory_pad.shape[0], 0),
-        )
-
-    @property
-    def position(self) -> Tensor:
-        """The number of cached positions t, as a long tensor (1,)."""
-        t = self.tgt_pad.shape[1]
-        return torch.full((1,), t, dtype=torch.long, device=self.tgt_pad.device)
-
-    def record_padding(self, tgt_pad: Tensor) -> Tensor:
-        """Record the padding (B, T) of T new positions; return all keys' (B, t + T)."""
-        self.tgt_pad = torch.cat([self.tgt_pad, tgt_pad], dim=1)
-        return self.tgt_pad
-
-    def select(self, rows: Tensor) -> None:
-        """Keep batch rows `rows` (B',), in place (to reorder beams)."""
-        for cache in self.self_attn:
-            cache.select(rows)
-        self.memory_kv = [(k[rows], v[rows]) for k, v in self.memory_kv]
-        self.memory_pad, self.tgt_pad = self.memory_pad[rows], self.tgt_pad[rows]
-
 # %% ../notebooks/05_decoder.ipynb #f20c438b
 class Decoder(nn.Module):
     """A stack of `num_layers` independent copies of `layer`, then an optional `norm`.
@@ -346,3 +258,34 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, **masks, **caches(i))  # (B, T, d)
         return x if self.norm is None else self.norm(x)
+
+# %% ../notebooks/05_decoder.ipynb #40fe6248
+class DecodingCache(Protocol):
+    """What `Transformer.decode` needs to decode a few new positions after those it
+    decoded before: the interface of every decoding cache (chapter 5d's growing
+    `DecoderCache`, chapter 7a's preallocated one).
+
+    Attributes:
+        self_attn: one self-attention cache per decoder layer (`update(key, value)`
+            appends and returns all keys and values; `keys_after(n)`).
+        memory_kv: per layer, the memory's cross-attention keys and values, projected
+            once (`Decoder.project_memory`), (B, H, S, d_k) each.
+        memory_pad: (B, S), True where the source is PAD.
+        position: a long tensor (1,): the position of the next target token.
+    """
+
+    self_attn: Sequence[KVCache]
+    memory_kv: Sequence[tuple[Tensor, Tensor]]
+    memory_pad: Tensor
+
+    @property
+    def position(self) -> Tensor: ...
+
+    def record_padding(self, tgt_pad: Tensor) -> Tensor:
+        """Record the padding (B, T) of the T new positions; return that of every key
+        they attend to, (B, Lk), cached positions first."""
+        ...
+
+    def select(self, rows: Tensor) -> None:
+        """Keep batch rows `rows` (B',), in place (e.g. the parents of beams)."""
+        ...

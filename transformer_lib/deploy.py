@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import to_additive_mask
-from .decoder import DecoderCache
+from .kv_cache import DecoderCache
 from .dates import TARGET_VOCAB, DateTranslator
 from .generation import recording_cross_attention
 from .model import Transformer

@@ -115,6 +115,29 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     table[:, 1::2] = torch.cos(angle)
     return table.float()
 
+# %% ../notebooks/01_embedding.ipynb #79912015
+def _check_length(
+    length: int, start: int | torch.Tensor, max_len: int, name: str = "sequence length"
+) -> None:
+    if isinstance(start, torch.Tensor):  # on the device: reading it is a host sync
+        return  # (the caller keeps it in range)
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
+    if start + length > max_len:
+        raise ValueError(
+            f"{name} {length} (starting at position {start}) exceeds "
+            f"max_len={max_len}; build the module with a larger max_len"
+        )
+
+
+def _check_positions(
+    x: torch.Tensor, d_model: int, start: int | torch.Tensor, max_len: int
+) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
+        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape [B, S, d_model={d_model}], got {shape}")
+    _check_length(x.shape[1], start, max_len)
+
 # %% ../notebooks/01_embedding.ipynb #d5f7b9c1
 class SinusoidalPositionalEncoding(nn.Module):
     """x (B, S, d_model) -> dropout(x + P[start:start+S]), P the fixed sinusoidal table.
@@ -147,29 +170,6 @@ class SinusoidalPositionalEncoding(nn.Module):
         else:
             rows = self.table[start : start + x.shape[1]]  # (S, d)
         return self.dropout(x + rows.to(x.dtype))  # (B, S, d)
-
-# %% ../notebooks/01_embedding.ipynb #79912015
-def _check_length(
-    length: int, start: int | torch.Tensor, max_len: int, name: str = "sequence length"
-) -> None:
-    if isinstance(start, torch.Tensor):  # on the device: reading it is a host sync
-        return  # (the caller keeps it in range)
-    if start < 0:
-        raise ValueError(f"start must be >= 0, got {start}")
-    if start + length > max_len:
-        raise ValueError(
-            f"{name} {length} (starting at position {start}) exceeds "
-            f"max_len={max_len}; build the module with a larger max_len"
-        )
-
-
-def _check_positions(
-    x: torch.Tensor, d_model: int, start: int | torch.Tensor, max_len: int
-) -> None:
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
-        shape = list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must have shape [B, S, d_model={d_model}], got {shape}")
-    _check_length(x.shape[1], start, max_len)
 
 # %% ../notebooks/01_embedding.ipynb #6428c909
 class LearnedPositionalEmbedding(nn.Module):

@@ -149,7 +149,7 @@ class SwiGLU(nn.Module):
         gated = self.w_value(x) * F.silu(self.w_gate(x))  # (*, d_g)
         return self.w_out(self.dropout(gated))  # (*, d)
 
-# %% ../notebooks/03_feedforward.ipynb #b93179db
+# %% ../notebooks/03_feedforward.ipynb #c906ac30
 def swiglu_hidden_dim(dim_feedforward: int) -> int:
     """Hidden width d_g of a `SwiGLU` as costly as a `FeedForward(d, dim_feedforward)`.
 
@@ -167,7 +167,7 @@ def swiglu_num_params(d_model: int, hidden_dim: int) -> int:
     hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
     return 3 * d_model * hidden_dim
 
-
+# %% ../notebooks/03_feedforward.ipynb #b93179db
 LAYER_ACTIVATIONS = (*ACTIVATIONS, "swiglu")  # what a layer's `activation` may be
 
 

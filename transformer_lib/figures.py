@@ -13,13 +13,23 @@ import torch
 from torch import nn
 
 FONT = "Helvetica"
+# One colour-blind-safe scheme (Okabe and Ito's colours, as light tints), each colour a
+# meaning, each a different grey: attention, feed-forward, encoder and decoder frames.
+COLORS = {
+    "attention": "#EEC059",  # orange tint: every multi-head attention
+    "feed-forward": "#CCE8F8",  # sky-blue tint: the position-wise network
+    "encoder": ("#009E73", "#E6F5F0"),  # bluish green: frame line, fill
+    "decoder": ("#CC79A7", "#F8EBF2"),  # reddish purple: frame line, fill
+}
+ROLES = {"MultiHeadAttention": "attention", "MultiheadAttention": "attention"}
+ROLES |= {"FeedForward": "feed-forward", "SwiGLU": "feed-forward"}
 
 # %% auto #0
-__all__ = ['FONT', 'new_diagram', 'box_label', 'module_diagram', 'architecture_diagram', 'plot_mask']
+__all__ = ['FONT', 'COLORS', 'ROLES', 'new_diagram', 'box_label', 'module_diagram', 'architecture_diagram', 'plot_mask']
 
 # %% ../notebooks/00a_figures.ipynb #6d060aa5
 def new_diagram(title: str, *, direction: str = "BT") -> graphviz.Digraph:
-    """An empty diagram in the book's style: black on white, titled, no colour needed.
+    """An empty diagram in the book's style: black on white, titled.
 
     Args:
         title: the diagram's title, drawn above it.
@@ -120,9 +130,13 @@ def module_diagram(
     grouped = {n for members in groups.values() for n in members}
     for path, members in groups.items():
         with dot.subgraph(name=f"cluster_{path}") as frame:
+            stack = next((s for s in ("encoder", "decoder") if s in path), None)
+            line, fill = COLORS[stack] if stack else ("black", "white")
             frame.attr(
                 label=f"{path}: {type(submodules[path]).__name__}",
-                style="dashed",
+                style="dashed,filled",
+                color=line,
+                fillcolor=fill,
                 labelloc="b",  # the top, when the diagram reads bottom to top
                 fontname=FONT,
                 fontsize="13",
@@ -144,8 +158,14 @@ def _node(dot: graphviz.Digraph, name: str, submodules, tensors, ops) -> None:
         dot.node(name, ops[name], shape="circle", margin="0.02", width="0.3")
     elif name in ops:  # "softmax", "matmul": a dashed box, not a module
         dot.node(name, ops[name], style="dashed")
-    else:
-        dot.node(name, box_label(name, submodules[name]))
+    else:  # a submodule, tinted by its role (attention, feed-forward) if it has one
+        module = submodules[name]
+        inner = (
+            module[0] if isinstance(module, nn.ModuleList) and len(module) else module
+        )
+        role = ROLES.get(type(inner).__name__)
+        fill = dict(style="rounded,filled", fillcolor=COLORS[role]) if role else {}
+        dot.node(name, box_label(name, module), **fill)
 
 # %% ../notebooks/00a_figures.ipynb #8f94192d
 def architecture_diagram(
@@ -155,7 +175,7 @@ def architecture_diagram(
 
     Args:
         model: a module with `src_embed` and `tgt_embed` (each with `token` and
-            `position`), `encoder.layers`, `decoder.layers` and `output` (chapter 5b's
+            `position`), `encoder.layers`, `decoder.layers` and `output` (chapter 5c's
             `Transformer`), and optional `encoder.norm` and `decoder.norm`.
         title: the diagram's title.
     """

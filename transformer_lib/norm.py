@@ -16,6 +16,29 @@ from .utils import check_positive_int, check_probability
 # %% auto #0
 __all__ = ['LayerNorm', 'ResidualSublayer']
 
+# %% ../notebooks/04_norm.ipynb #13f9a697
+def layer_norm_backward(
+    grad_out: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of LayerNorm by the closed form: (grad_z, grad_weight, grad_bias).
+
+    grad_out, z: (..., d); weight: (d,). grad_z has z's shape; grad_weight and
+    grad_bias are (d,).
+    """
+    mean = z.mean(dim=-1, keepdim=True)
+    rstd = torch.rsqrt(
+        (z - mean).pow(2).mean(dim=-1, keepdim=True) + eps
+    )  # 1 / sqrt(v + eps)
+    z_hat = (z - mean) * rstd
+    u = grad_out * weight
+    grad_z = (
+        u
+        - u.mean(dim=-1, keepdim=True)
+        - z_hat * (u * z_hat).mean(dim=-1, keepdim=True)
+    ) * rstd
+    reduce = tuple(range(z.dim() - 1))  # every axis but channels
+    return grad_z, (grad_out * z_hat).sum(dim=reduce), grad_out.sum(dim=reduce)
+
 # %% ../notebooks/04_norm.ipynb #93382737
 class LayerNorm(nn.Module):
     """Layer normalization over the last dimension: x (..., d_model) -> same shape.
@@ -64,33 +87,10 @@ class LayerNorm(nn.Module):
         z_hat = (z - mean) * torch.rsqrt(var + self.eps)  # (..., d)
         return z_hat * self.weight + self.bias
 
-# %% ../notebooks/04_norm.ipynb #13f9a697
-def layer_norm_backward(
-    grad_out: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients of LayerNorm by the closed form: (grad_z, grad_weight, grad_bias).
-
-    grad_out, z: (..., d); weight: (d,). grad_z has z's shape; grad_weight and
-    grad_bias are (d,).
-    """
-    mean = z.mean(dim=-1, keepdim=True)
-    rstd = torch.rsqrt(
-        (z - mean).pow(2).mean(dim=-1, keepdim=True) + eps
-    )  # 1 / sqrt(v + eps)
-    z_hat = (z - mean) * rstd
-    u = grad_out * weight
-    grad_z = (
-        u
-        - u.mean(dim=-1, keepdim=True)
-        - z_hat * (u * z_hat).mean(dim=-1, keepdim=True)
-    ) * rstd
-    reduce = tuple(range(z.dim() - 1))  # every axis but channels
-    return grad_z, (grad_out * z_hat).sum(dim=reduce), grad_out.sum(dim=reduce)
-
 # %% ../notebooks/04_norm.ipynb #236e782f
 class LayerNormFunction(torch.autograd.Function):
-    """A teaching exhibit: LayerNorm whose backward is `layer_norm_backward`, checked
-    against autograd. `LayerNorm` itself uses autograd.
+    """A teaching exhibit: LayerNorm whose backward is `layer_norm_backward`, checked by
+    gradcheck. `LayerNorm` itself uses autograd.
     """
 
     @staticmethod

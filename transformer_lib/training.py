@@ -25,7 +25,7 @@ from .recipe import sequence_loss, smoothed_loss
 from .utils import check_shape, seed_everything
 
 # %% auto #0
-__all__ = ['LossFn', 'make_optimizer', 'make_scheduler', 'evaluate', 'StepResult', 'train_step', 'run_steps', 'History', 'train',
+__all__ = ['LossFn', 'make_optimizer', 'make_scheduler', 'StepResult', 'train_step', 'evaluate', 'run_steps', 'History', 'train',
            'exact_match']
 
 # %% ../notebooks/06b_training.ipynb #8fa5af15
@@ -44,40 +44,6 @@ def make_scheduler(optimizer: Optimizer, config: TrainingConfig) -> LambdaLR:
     if c.schedule == "linear":
         return LambdaLR(optimizer, lambda k: linear(k + 1, c.warmup, c.steps))
     return LambdaLR(optimizer, lambda k: inverse_sqrt_factor(k + 1, c.warmup))
-
-# %% ../notebooks/06b_training.ipynb #214625f5
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    batches: Iterable,
-    pad_id: int | None = None,
-    decode: Callable[[nn.Module, torch.Tensor, int], torch.Tensor] | None = None,
-) -> dict[str, float]:
-    """Teacher-forced loss per non-PAD label (no smoothing); with `decode`, exact match.
-
-    Args:
-        model: maps (src, tgt_in) to logits; run in eval mode, then left as it was.
-        batches: (src (B, S), tgt_in (B, T), labels (B, T)) batches (`data.batches`).
-        pad_id: the labels' padding id; None: the model's (`pad_id_of`).
-        decode: `decode(model, src, T + 1)` -> ids, BOS first: adds "exact_match".
-    """
-    was_training, device = model.training, next(model.parameters()).device
-    pad_id, total, count, hits, rows = pad_id_of(model, pad_id), 0.0, 0, 0, 0
-    model.eval()
-    for src, tgt_in, labels in batches:
-        src, tgt_in, labels = src.to(device), tgt_in.to(device), labels.to(device)
-        n = int(labels.ne(pad_id).sum())
-        total += sequence_loss(model(src, tgt_in), labels, pad_id).item() * n
-        count += n
-        if decode is not None:
-            generated = decode(model, src, labels.shape[1] + 1)
-            hits += int(exact_match(generated, labels, pad_id=pad_id).sum())
-            rows += len(labels)
-    model.train(was_training)
-    if count == 0:
-        raise ValueError("batches hold no non-PAD label to evaluate")
-    matches = {} if decode is None else {"exact_match": hits / rows}
-    return {"loss": total / count} | matches
 
 # %% ../notebooks/06b_training.ipynb #d9a58efb
 class StepResult(NamedTuple):
@@ -124,6 +90,40 @@ def train_step(
     grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     optimizer.step()
     return logged.item(), grad_norm.item()
+
+# %% ../notebooks/06b_training.ipynb #214625f5
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    batches: Iterable,
+    pad_id: int | None = None,
+    decode: Callable[[nn.Module, torch.Tensor, int], torch.Tensor] | None = None,
+) -> dict[str, float]:
+    """Teacher-forced loss per non-PAD label (no smoothing); with `decode`, exact match.
+
+    Args:
+        model: maps (src, tgt_in) to logits; run in eval mode, then left as it was.
+        batches: (src (B, S), tgt_in (B, T), labels (B, T)) batches (`data.batches`).
+        pad_id: the labels' padding id; None: the model's (`pad_id_of`).
+        decode: `decode(model, src, T + 1)` -> ids, BOS first: adds "exact_match".
+    """
+    was_training, device = model.training, next(model.parameters()).device
+    pad_id, total, count, hits, rows = pad_id_of(model, pad_id), 0.0, 0, 0, 0
+    model.eval()
+    for src, tgt_in, labels in batches:
+        src, tgt_in, labels = src.to(device), tgt_in.to(device), labels.to(device)
+        n = int(labels.ne(pad_id).sum())
+        total += sequence_loss(model(src, tgt_in), labels, pad_id).item() * n
+        count += n
+        if decode is not None:
+            generated = decode(model, src, labels.shape[1] + 1)
+            hits += int(exact_match(generated, labels, pad_id=pad_id).sum())
+            rows += len(labels)
+    model.train(was_training)
+    if count == 0:
+        raise ValueError("batches hold no non-PAD label to evaluate")
+    matches = {} if decode is None else {"exact_match": hits / rows}
+    return {"loss": total / count} | matches
 
 # %% ../notebooks/06b_training.ipynb #6b0a0005
 def run_steps(

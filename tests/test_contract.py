@@ -517,3 +517,13 @@ def test_a_page_of_the_learners_path_shows_at_most_160_code_lines(path):
     lines = visible_code_lines(path)
     assert lines <= BUDGET, (f"{path.name} shows {lines} code lines unfolded, more than {BUDGET}: fold "
                              "the engineering under the hood (tools/page_budget.py counts them)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_backtick_fence_has_a_backtick_in_its_title(path):
+    """CommonMark ends a backtick fence's info string at a backtick: "```{dropdown} The `x`" is no
+    fence, and its closing ``` opens a code block of the prose after it. Use :::{dropdown} there."""
+    for cell in cells(path):
+        if cell["cell_type"] == "markdown":
+            bad = re.findall(r"^`{3,}\{\w+\}[^\n]*`[^\n]*$", source(cell), re.M)
+            assert not bad, f"{path.name}: {bad[0]!r}: write it as a :::{{...}} colon fence"

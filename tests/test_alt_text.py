@@ -32,14 +32,16 @@ def test_the_description_names_every_shape_frame_and_arrow_that_is_drawn():
         frame.node("add", "+", shape="circle")
     dot.node("x", "x (B, d)", shape="ellipse")
     dot.node("soft", "softmax", shape="box", style="dashed")
+    dot.node("ok", "ok?", shape="diamond")
     dot.edge("x", "f", label="(B, d)")
     dot.edge("f", "add")
     dot.edge("add", "soft")
+    dot.edge("soft", "ok")
     text = describe(dot.pipe(format="svg").decode())
     assert text.startswith('A diagram titled "Tiny". It reads from bottom to top.')
     for part in ["A rounded box: f (Linear).", "A circle: +.", "An ellipse: x (B, d).",
-                 "A dashed box: softmax.", "A dashed frame labelled block holds",
+                 "A dashed box: softmax.", "A diamond: ok?.", "A dashed frame labelled block holds",
                  "An arrow from x (B, d) to f (Linear) (labelled (B, d)).",
                  "An arrow from f (Linear) to +.", "An arrow from + to softmax."]:
         assert part in text, (part, text)
-    assert "ellipse: +" not in text and "circle: x" not in text
+    assert "ellipse: +" not in text and "circle: x" not in text and "box: ok?" not in text

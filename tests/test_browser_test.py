@@ -8,6 +8,7 @@ fail with a message for each fault. Skipped where Chromium is not installed.
 from __future__ import annotations
 
 import base64
+import json
 import importlib.util
 import shutil
 import subprocess
@@ -51,10 +52,12 @@ def test_checker_passes_a_good_page_and_names_every_fault_of_a_bad_one(tmp_path)
     (html / "notebooks").mkdir(parents=True)
     (html / "notebooks" / "fig.png").write_bytes(PNG_1x1)
     good_colab = mod.expected_colab(CONFIG, "00_good")
+    zoom = "<script src='figure-zoom.js'></script>"  # the book's script: figures link to full size
+    (html / "notebooks" / "figure-zoom.js").write_text((ROOT / "book" / "_static" / "figure-zoom.js").read_text())
     (html / "notebooks" / "00_good.html").write_text(page(
         f'<p><span class="math">\\(\\frac{{a}}{{\\sqrt{{d_k}}}}\\)</span></p>'
         f'<figure><img src="fig.png" alt="a one-pixel test image"><figcaption>A caption.</figcaption></figure>'
-        f'<div class="highlight"><pre>{"x = 1  # fits" * 3}</pre></div><a href="{good_colab}">Colab</a>'))
+        f'<div class="highlight"><pre>{"x = 1  # fits" * 3}</pre></div><a href="{good_colab}">Colab</a>{zoom}'))
     (html / "notebooks" / "01_bad.html").write_text(page(
         '<p><span class="math">\\(\\frac{a}{\\undefinedmacro}\\)</span></p>'
         '<p><span class="math">\\(a^\\)</span></p>'
@@ -64,12 +67,28 @@ def test_checker_passes_a_good_page_and_names_every_fault_of_a_bad_one(tmp_path)
         '<img src="https://example.invalid/remote.png" alt="remote">'
         f'<a href="{mod.expected_colab(CONFIG, "00_good")}">Colab</a>'
         '<script>throw new Error("boom from the page")</script>'))
+    # A page of the learner's path (named in _toc.yml) past both budgets: 170 code lines shown and
+    # 13 screens tall; the same code inside a closed fold (<details>) does not count.
+    long_code = "\n".join(f"x{i} = {i}" for i in range(170))
+    (html / "notebooks" / "03_feedforward.html").write_text(page(
+        f'<figure><img src="fig.png" alt="a test image"><figcaption>A caption.</figcaption></figure>'
+        f'<div class="highlight"><pre>{long_code}</pre></div>'
+        f'<details><summary>folded</summary><div class="highlight"><pre>{long_code}</pre></div></details>'
+        f'<p>Five words of prose here.</p><div style="height: 13000px"></div>'
+        f'<a href="{mod.expected_colab(CONFIG, "03_feedforward")}">Colab</a>{zoom}'))
     shots = tmp_path / "shots"
     proc = subprocess.run([sys.executable, str(SCRIPT), str(html), "--screenshots", str(shots)],
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
-    assert "ok   notebooks/00_good.html: 1 math typeset, 1 figures with alt text and caption" in out, out
+    assert "ok   notebooks/00_good.html: 1 code lines shown, " in out, out
+    assert "1 math typeset, 1 figures with alt text and caption" in out, out
+    long_page = out.split("FAIL notebooks/03_feedforward.html", 1)[1].split("FAIL", 1)[0]
+    assert "170 code lines shown before any fold is opened, the learner's path allows 160" in long_page, out
+    assert "screens of 1000 px at 1280 px with every fold closed, the learner's path allows 12" in long_page, out
+    measures = json.loads((shots / "measures.json").read_text())
+    assert measures["notebooks/03_feedforward.html"]["visibleCode"] == 170
+    assert measures["notebooks/03_feedforward.html"]["proseWords"] == 7  # the caption's two and these five
     bad = out.split("FAIL notebooks/01_bad.html", 1)[1]
     for fault in ("boom from the page",
                   "2 TeX errors",
@@ -78,6 +97,7 @@ def test_checker_passes_a_good_page_and_names_every_fault_of_a_bad_one(tmp_path)
                   "missing.png", "2 of 3 images did not load",
                   "1 of 3 figures have no alt text (or only a file name): fig.png",
                   "3 of 3 figures have no caption",
+                  "3 of 3 figures do not link to their full-size image",
                   "1 shown code blocks scroll sideways at 1280 px",
                   "request left the book (external request): https://example.invalid/remote.png",
                   "Colab link is", "notebooks/01_bad.ipynb"):
@@ -94,7 +114,9 @@ def test_checker_fails_a_capstone_page_without_its_demo(tmp_path):
     (html / "notebooks").mkdir(parents=True)
     (html / "notebooks" / "09_dates.html").write_text(page(
         f'<p>no demo here</p><figure><img src="fig.png" alt="a test image"><figcaption>A caption.'
-        f'</figcaption></figure><a href="{mod.expected_colab(CONFIG, "09_dates")}">Colab</a>'))
+        f'</figcaption></figure><a href="{mod.expected_colab(CONFIG, "09_dates")}">Colab</a>'
+        "<script src='figure-zoom.js'></script>"))
+    (html / "notebooks" / "figure-zoom.js").write_text((ROOT / "book" / "_static" / "figure-zoom.js").read_text())
     (html / "notebooks" / "fig.png").write_bytes(PNG_1x1)
     proc = subprocess.run([sys.executable, str(SCRIPT), str(html), "--screenshots", str(tmp_path / "shots")],
                           capture_output=True, text=True, timeout=180)

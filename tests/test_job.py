@@ -1,11 +1,20 @@
 """transformer_lib.job: the typed job (task, model, recipe, run options) and its checks."""
 
+import contextlib
+import dataclasses
+import io
 from pathlib import Path
 
 import pytest
 
-from transformer_lib.distributed import setup_distributed
-from transformer_lib.job import RunOptions, TaskSpec, model_config, run_settings, train_distributed
+from transformer_lib.distributed import ResumeError, setup_distributed
+from transformer_lib.job import (
+    RunOptions,
+    TaskSpec,
+    model_config,
+    run_settings,
+    train_distributed,
+)
 from transformer_lib.recipe import TrainingConfig
 
 
@@ -40,6 +49,23 @@ def test_settings_name_what_a_run_computes_from(tmp_path: Path):
     assert settings["task.train_size"] == 100 and settings["model.d_model"] == 32
     assert settings["recipe.warmup"] == 2 and settings["world_size"] == 2
     assert not {"recipe.steps", "recipe.compile", "recipe.progress"} & set(settings)
+
+
+@pytest.mark.parametrize("schedule", ["linear", "inverse_sqrt", "constant"])
+def test_more_steps_are_refused_only_for_the_linear_schedule(tmp_path: Path, schedule):
+    """The linear schedule decays over the steps: resumed with more, it would jump."""
+    task = TaskSpec(name="reversal", train_size=64, valid_size=8)
+    recipe = TrainingConfig(steps=2, warmup=1, schedule=schedule)
+    run, ctx = RunOptions(global_batch_size=32, out=tmp_path), setup_distributed("cpu")
+    longer, resumed = dataclasses.replace(recipe, steps=4), dataclasses.replace(run, resume=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        train_distributed(task, model_config(task), recipe, run, ctx)
+        if schedule == "linear":
+            with pytest.raises(ResumeError, match="recipe.steps: checkpoint 2, this run 4"):
+                train_distributed(task, model_config(task), longer, resumed, ctx)
+        else:
+            log = train_distributed(task, model_config(task), longer, resumed, ctx)
+            assert len(log["loss"]) == 4 and log["stopped_by"] == 0
 
 
 def test_the_job_dataclasses_are_frozen_and_built_with_keywords():

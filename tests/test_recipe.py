@@ -92,6 +92,10 @@ def test_config_bad_values_name_the_argument():
         TrainingConfig(label_smoothing=1.0)
     with pytest.raises(ValueError, match="lr"):
         TrainingConfig(lr=-1.0)
+    for name in ("lr", "eps", "weight_decay", "clip"):  # NaN and inf pass `< 0`
+        for bad in (float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=name):
+                TrainingConfig(**{name: bad})
     with pytest.raises(ValueError, match="schedule"):
         TrainingConfig(schedule="cosine")
     with pytest.raises(ValueError, match="warmup"):

@@ -2,11 +2,12 @@
 
     .venv/bin/python tools/alt_text.py            # report the cells whose alt text differs
     .venv/bin/python tools/alt_text.py --write    # write the generated alt text into them
+    .venv/bin/python tools/alt_text.py --write notebooks/02_attention.ipynb   # only these
 
 A diagram cell's stored output is the SVG that Graphviz drew and that the page shows. `describe`
 reads that SVG back: its title, its frames (clusters), its nodes with their shapes (box, rounded
-box, dashed box, ellipse, circle) and labels, and its arrows with their labels, and writes them
-as sentences. The cell's `mystnb.image.alt` must be that text (tests/test_alt_text.py), so the
+box, dashed box, diamond, ellipse, circle) and labels, and its arrows with their labels, and
+writes them as sentences. The cell's `mystnb.image.alt` must be that text (tests/test_alt_text.py), so the
 alt text cannot describe a shape or an arrow the figure does not have. Matplotlib figures keep
 hand-written alt text.
 """
@@ -61,7 +62,10 @@ def _shape(group: ET.Element) -> tuple[str, tuple[float, float]]:
     elif outline.tag == f"{SVG}path":
         kind = "rounded box"
     else:
-        kind = "box"
+        corners = points[:-1] if len(points) > 1 and points[0] == points[-1] else points
+        sides = zip(corners, corners[1:] + corners[:1])
+        tilted = len(corners) == 4 and all(abs(a[0] - b[0]) > 0.5 and abs(a[1] - b[1]) > 0.5 for a, b in sides)
+        kind = "diamond" if tilted else "box"
     return ("dashed " if dashed else "") + kind, centre
 
 
@@ -135,9 +139,10 @@ def diagram_cells(path: Path):
                 yield cell, svg
 
 
-def main(write: bool) -> int:
+def main(write: bool, paths: list[str]) -> int:
     stale = 0
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    chosen = [Path(p).resolve() for p in paths] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    for path in chosen:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         changed = False
         for cell in notebook["cells"]:
@@ -159,4 +164,5 @@ def main(write: bool) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main("--write" in sys.argv[1:]))
+    args = sys.argv[1:]
+    sys.exit(main("--write" in args, [a for a in args if a != "--write"]))

@@ -7,8 +7,12 @@ For every chapter page (``notebooks/*.html``) and every prose page (``book/*.htm
 * no JavaScript error (uncaught exception, ``console.error``, or a resource that failed to load);
 * every math element was typeset by MathJax, without a TeX error;
 * every figure (``<img>``) loaded (``naturalWidth > 0``);
-* every figure in the page's content has alt text (not a file name) and a caption, and a chapter
-  page has at least one;
+* every figure in the page's content has alt text (not a file name) and a caption, and links to
+  its full-size image (a tap on a phone); a chapter page has at least one;
+* the learner's path (the first part of ``_toc.yml``): at most 160 code lines shown before any fold
+  is opened, and a page at most 12 screens of 1,000 px tall at 1280 px; every page's shown code
+  lines, words of prose and height are printed and written to ``measures.json`` beside the
+  screenshots;
 * no shown code block (a cell's input, or code in the prose) scrolls sideways at 1280 px;
 * chapters only: the Colab launch link opens that chapter's notebook,
   ``https://colab.research.google.com/github/<org>/<repo>/blob/<branch>/notebooks/<name>.ipynb``,
@@ -120,14 +124,26 @@ CHECK_JS = r"""
   const article = document.querySelector('article') || document.body;
   const figures = [...article.querySelectorAll('img')].map(img => {
     const fig = img.closest('figure'), src = img.getAttribute('src') || '';
-    const caption = fig && fig.querySelector('figcaption') ? fig.querySelector('figcaption').innerText.trim() : '';
-    return {src: src.split('/').pop(), alt: (img.getAttribute('alt') || '').trim(), caption};
+    const caption = fig && fig.querySelector('figcaption') ? fig.querySelector('figcaption').textContent.trim() : '';
+    const link = img.closest('a');
+    return {src: src.split('/').pop(), alt: (img.getAttribute('alt') || '').trim(), caption,
+            fullSize: !!link && link.getAttribute('href') === src};
   });
   // Shown code (cell inputs and code blocks in the prose, not outputs, not folded cells) that scrolls sideways.
   const wideCode = [...article.querySelectorAll('div.highlight pre')]
     .filter(pre => !pre.closest('.cell_output') && pre.clientWidth > 0 && pre.scrollWidth > pre.clientWidth + 1)
     .map(pre => pre.innerText.split('\n').reduce((a, b) => b.length > a.length ? b : a, '').slice(0, 100));
-  return {figures, wideCode, mathjax, nMath: mathNodes.length, nTypeset: document.querySelectorAll('mjx-container').length,
+  // What a reader meets before opening any fold: code lines shown, words of prose, the page's height.
+  const shown = el => el.getClientRects().length > 0;
+  const visibleCode = [...article.querySelectorAll('div.cell_input pre, div.highlight pre')]
+    .filter(pre => !pre.closest('.cell_output') && shown(pre))
+    .reduce((n, pre) => n + pre.innerText.split('\n').filter(l => l.trim()).length, 0);
+  const proseWords = [...article.querySelectorAll('p, li, dt, dd, th, td, h1, h2, h3, h4, figcaption')]
+    .filter(el => shown(el) && !el.closest('.cell_output') && !el.closest('pre')
+                  && !el.parentElement.closest('p, li, dt, dd, th, td, figcaption'))
+    .reduce((n, el) => n + el.innerText.split(/\s+/).filter(w => /\w/.test(w)).length, 0);
+  const pageHeight = document.documentElement.scrollHeight;
+  return {visibleCode, proseWords, pageHeight, figures, wideCode, mathjax, nMath: mathNodes.length, nTypeset: document.querySelectorAll('mjx-container').length,
           untypeset, texErrors, colab, nImgs: imgs.length, badImgs,
           title: document.title, codeCells: document.querySelectorAll('div.cell').length};
 })()
@@ -327,12 +343,35 @@ def figure_failures(rel: str, figures: list[dict]) -> list[str]:
         fails.append("no figure on this chapter page")
     no_alt = [f["src"] for f in figures if not f["alt"] or f["alt"] == f["src"] or HASH_NAME.match(f["alt"])]
     no_caption = [f["src"] for f in figures if not f["caption"]]
+    no_link = [f["src"] for f in figures if not f["fullSize"]]
+    if no_link:
+        fails.append(f"{len(no_link)} of {len(figures)} figures do not link to their full-size image "
+                     f"(book/_static/figure-zoom.js): {', '.join(no_link[:3])}")
     if no_alt:
         fails.append(f"{len(no_alt)} of {len(figures)} figures have no alt text (or only a file name): "
                      f"{', '.join(no_alt[:3])}")
     if no_caption:
         fails.append(f"{len(no_caption)} of {len(figures)} figures have no caption: {', '.join(no_caption[:3])}")
     return fails
+
+
+# The learner's path (the first part of _toc.yml): what a page shows before any fold is opened.
+CODE_BUDGET = 160             # shown code lines, as tools/page_budget.py counts them from the notebook
+HEIGHT_BUDGET_SCREENS = 12    # "about ten screens" of HEIGHT px at WIDTH px
+# The one page assembles every chapter's short version: its code is what it shows (about 150 lines
+# of model, then the training), so the code budget does not apply to it; the height budget does.
+CODE_BUDGET_EXEMPT = {"notebooks/one_page.html"}
+
+
+@functools.lru_cache(maxsize=None)
+def _path_pages(toc_text: str) -> frozenset[str]:
+    toc = yaml.safe_load(toc_text)
+    path = next(p for p in toc["parts"] if p["caption"] == "The learner's path")
+    return frozenset(f"{c['file']}.html" for c in path["chapters"])
+
+
+def learners_path(config: dict) -> frozenset[str]:
+    return _path_pages((ROOT / "_toc.yml").read_text())
 
 
 def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: Path) -> tuple[list[str], dict]:
@@ -364,6 +403,13 @@ def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: P
     if r["wideCode"]:
         fails.append(f"{len(r['wideCode'])} shown code blocks scroll sideways at {WIDTH} px, widest line: "
                      f"{max(r['wideCode'], key=len)!r}")
+    if rel in learners_path(config):
+        if r["visibleCode"] > CODE_BUDGET and rel not in CODE_BUDGET_EXEMPT:
+            fails.append(f"{r['visibleCode']} code lines shown before any fold is opened, the learner's path "
+                         f"allows {CODE_BUDGET}: fold the engineering under 'Under the hood'")
+        if r["pageHeight"] > HEIGHT_BUDGET_SCREENS * HEIGHT:
+            fails.append(f"the page is {r['pageHeight'] / HEIGHT:.1f} screens of {HEIGHT} px at {WIDTH} px with every "
+                         f"fold closed, the learner's path allows {HEIGHT_BUDGET_SCREENS}")
     if rel.startswith("notebooks/"):
         want = expected_colab(config, name)
         if not r["colab"]:
@@ -697,11 +743,16 @@ def main() -> int:
         print(f"browser test: cannot start or connect to chromium: {type(exc).__name__}: {exc}")
         return 1
     failed = 0
+    measures: dict[str, dict] = {}
     try:
         for rel in pages:
             (fails, r), dt = _timed(lambda: check_page(browser, base_url, rel, config, shots), {})
             colab = ", Colab link ok" if rel.startswith("notebooks/") else ""
-            failed += _report(rel, fails, dt, lambda: f"{r['nMath']} math typeset, "
+            if r:
+                measures[rel] = {k: r[k] for k in ("visibleCode", "proseWords", "pageHeight")}
+            failed += _report(rel, fails, dt, lambda: f"{r['visibleCode']} code lines shown, "
+                              f"{r['proseWords']} words, {r['pageHeight'] / HEIGHT:.1f} screens, "
+                              f"{r['nMath']} math typeset, "
                               f"{len(r['figures'])} figures with alt text and caption, "
                               f"{r['codeCells']} code cells{colab}")
         if DEMO_PAGE in pages:
@@ -720,6 +771,13 @@ def main() -> int:
     finally:
         browser.close()
         server.shutdown()
+    path = [p for p in measures if p in learners_path(config)]
+    if path:
+        print(f"     the learner's path, {len(path)} pages with every fold closed: "
+              f"{sum(measures[p]['proseWords'] for p in path)} words of prose, "
+              f"at most {max(measures[p]['visibleCode'] for p in path)} code lines and "
+              f"{max(measures[p]['pageHeight'] for p in path) / HEIGHT:.1f} screens a page")
+    (shots / "measures.json").write_text(json.dumps(measures, indent=1) + "\n")
     print(f"browser test: {len(pages) - failed}/{len(pages)} pages passed in {time.monotonic() - t0:.1f} s; "
           f"screenshots in {shots}")
     return 1 if failed else 0

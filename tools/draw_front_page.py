@@ -14,7 +14,7 @@ Writes into ``_build/demo/figures/`` (default), which Sphinx copies to ``_static
 * ``dates.md``: three test dates of chapter 9 (the test set that the shipped model's record names),
   in three languages, with what ``transformer_lib.dates.pretrained()`` answers; the script stops
   if an answer is not the true date.
-* ``install.md``: the ``pip install`` command, from ``repository.url`` in _config.yml (the URL
+* ``install.md``: the ``pip install`` commands, from ``repository.url`` in _config.yml (the URL
   that the chapters' Colab cells install from), and a call of the shipped model with its answer.
 """
 from __future__ import annotations
@@ -270,6 +270,7 @@ def install_md(example: tuple[str, str]) -> str:
         "```bash\n"
         f'pip install "transformer_lib @ git+{url}"\n'
         "```\n\n"
+        "or, in a clone of that repository, `pip install -e .`.\n\n"
         "```python\n"
         "from transformer_lib.dates import pretrained\n\n"
         "translate = pretrained()  # the date model, shipped with the library\n"

@@ -118,7 +118,7 @@ def check_src(
 
     Refuses more than `config.max_len` positions, an id outside
     [0, `config.src_vocab_size`), and a row that is all PAD; with `holds_pad=False`,
-    any PAD. It reads the ids' values (a host sync on a GPU).
+    any PAD. It reads the ids' values (expected to be a host sync on a GPU).
 
     Args:
         config: the model's settings.
@@ -150,7 +150,7 @@ def check_tgt(config: TransformerConfig, tgt_in: Tensor, start: int) -> None:
     The ids are placed at positions `start` to `start + T - 1`. Refuses no position,
     an end past `config.max_len` (`start + T`), an id outside
     [0, `config.tgt_vocab_size`), and, at `start == 0`, PAD in the first column. It
-    reads the ids' values (a host sync on a GPU).
+    reads the ids' values (expected to be a host sync on a GPU).
 
     Args:
         config: the model's settings.
@@ -192,7 +192,7 @@ def check_decode(
     `check_tgt`, then: `memory` has `tgt_in`'s batch size and the width
     `config.d_model`, `memory_pad` has one entry per memory position, and the promises
     of `padding` hold (`padding.tgt=False` is checked only for an int `start`). It
-    reads values (host syncs on a GPU).
+    reads values (expected to be host syncs on a GPU).
 
     Args:
         config: the model's settings.

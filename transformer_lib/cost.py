@@ -20,8 +20,8 @@ from .utils import check_positive_int
 
 # %% auto #0
 __all__ = ['check_config', 'attention_num_params', 'count_parameters', 'check_lengths', 'encoder_layer_flops',
-           'decoder_layer_flops', 'forward_flops', 'training_step_flops', 'decode_step_flops', 'benchmark',
-           'median_time', 'matmul_peak']
+           'decoder_layer_flops', 'forward_flops', 'training_step_flops', 'benchmark', 'median_time', 'matmul_peak',
+           'decode_step_flops']
 
 # %% ../notebooks/08_cost.ipynb #511e20ac
 def check_config(config) -> TransformerConfig:
@@ -163,32 +163,6 @@ def set_fused(model: nn.Module, fused: bool) -> int:
         layer.fused = fused
     return len(layers)
 
-# %% ../notebooks/08_cost.ipynb #79bb08dc
-def decode_step_flops(
-    config: TransformerConfig,
-    batch: int,
-    src_len: int,
-    prefix_len: int,
-    use_cache: bool,
-) -> int:
-    """Matmul FLOPs of the greedy step that reads a prefix of `prefix_len` tokens and
-    scores the next one.
-
-    Without the cache: the decoder over the whole prefix and the vocabulary projection
-    of every position (as `Transformer.decode`). With it: one new position attending
-    over `prefix_len` cached keys (the one-off cross-attention keys and values, 4 B S
-    d^2 per layer, are not included).
-    """
-    c = check_config(config)
-    B, S, t = check_lengths(batch=batch, src_len=src_len, prefix_len=prefix_len)
-    d, f, V, L = c.d_model, c.dim_feedforward, c.tgt_vocab_size, c.num_decoder_layers
-    if not use_cache:
-        return L * sum(decoder_layer_flops(d, f, B, t, S).values()) + 2 * B * t * d * V
-    self_attn = 8 * B * d * d + 4 * B * t * d  # 4 projections, 1 x t scores
-    cross = 4 * B * d * d + 4 * B * S * d  # Q and O projections, 1 x S
-    per_layer = self_attn + cross + 4 * B * d * f  # + FFN
-    return L * per_layer + 2 * B * d * V
-
 # %% ../notebooks/08_cost.ipynb #faee385e
 def _sync(device: torch.device | str | None) -> None:
     if device is not None and torch.device(device).type == "cuda":
@@ -205,9 +179,10 @@ def benchmark(
     """Wall time in seconds of each function in `fns`: the `statistic` (median; `min`
     for the fastest run) of `repeats` runs after `warmup` untimed runs.
 
-    The runs are interleaved (fn 0, fn 1, ..., fn 0, fn 1, ...), so a burst of load from
-    other processes hits every function alike. Pass the `device` the work runs on: CUDA
-    work is asynchronous and is synchronized before each reading of the clock.
+    The runs are interleaved (fn 0, fn 1, ..., fn 0, fn 1, ...), so a slowdown that
+    lasts longer than one round hits every function alike. Pass the `device` the work
+    runs on: CUDA work is asynchronous and is synchronized before each reading of the
+    clock.
     """
     repeats = check_positive_int(repeats, "repeats")
     warmup = check_positive_int(warmup, "warmup", allow_zero=True)
@@ -253,3 +228,29 @@ def matmul_peak(
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     times = benchmark([lambda: a @ b, lambda: a @ b.mT], repeats, warmup, device)
     return 2 * n**3 / min(times)
+
+# %% ../notebooks/08_cost.ipynb #79bb08dc
+def decode_step_flops(
+    config: TransformerConfig,
+    batch: int,
+    src_len: int,
+    prefix_len: int,
+    use_cache: bool,
+) -> int:
+    """Matmul FLOPs of the greedy step that reads a prefix of `prefix_len` tokens and
+    scores the next one.
+
+    Without the cache: the decoder over the whole prefix and the vocabulary projection
+    of every position (as `Transformer.decode`). With it: one new position attending
+    over `prefix_len` cached keys (the one-off cross-attention keys and values, 4 B S
+    d^2 per layer, are not included).
+    """
+    c = check_config(config)
+    B, S, t = check_lengths(batch=batch, src_len=src_len, prefix_len=prefix_len)
+    d, f, V, L = c.d_model, c.dim_feedforward, c.tgt_vocab_size, c.num_decoder_layers
+    if not use_cache:
+        return L * sum(decoder_layer_flops(d, f, B, t, S).values()) + 2 * B * t * d * V
+    self_attn = 8 * B * d * d + 4 * B * t * d  # 4 projections, 1 x t scores
+    cross = 4 * B * d * d + 4 * B * S * d  # Q and O projections, 1 x S
+    per_layer = self_attn + cross + 4 * B * d * f  # + FFN
+    return L * per_layer + 2 * B * d * V

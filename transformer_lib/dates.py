@@ -92,7 +92,7 @@ def _days(year_range: tuple[int, int]) -> range:
     first_day, last_day = datetime.date(first, 1, 1), datetime.date(last, 12, 31)
     return range(first_day.toordinal(), last_day.toordinal() + 1)
 
-# %% ../notebooks/09_dates.ipynb #2e738938
+
 def make_date_pairs(
     num: int,
     locales: Sequence[str] = LOCALES,
@@ -244,7 +244,7 @@ def date_problem(text: str, answer: str, years: tuple[int, int] = YEARS) -> str 
         return f"the month {month} is not a number in the text besides its year and day"
     return None
 
-# %% ../notebooks/09_dates.ipynb #be7603bc
+
 class DateTranslator:
     """A `Transformer` trained on `make_date_pairs` data and the `CharVocab` it reads
     (`info`: what was saved with it): `translator(texts)` writes ISO dates (greedy)."""
@@ -276,7 +276,7 @@ class DateTranslator:
             out[i] = None if problem else answer
         return out[0] if single else out
 
-# %% ../notebooks/09_dates.ipynb #d30888c5
+
 def pretrained(device: str | torch.device | None = None) -> DateTranslator:
     """The date model shipped with the library (nothing is downloaded) on `device`
     (default `get_device()`), written by `tools/train_pretrained.py`; `.info` too."""

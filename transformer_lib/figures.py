@@ -14,7 +14,7 @@ from torch import nn
 
 FONT = "Helvetica"
 # One colour-blind-safe scheme (Okabe and Ito's colours, as light tints), each colour a
-# meaning, each a different grey: attention, feed-forward, encoder and decoder frames.
+# meaning: attention, feed-forward, encoder and decoder frames.
 COLORS = {
     "attention": "#EEC059",  # orange tint: every multi-head attention
     "feed-forward": "#CCE8F8",  # sky-blue tint: the position-wise network
@@ -25,7 +25,8 @@ ROLES = {"MultiHeadAttention": "attention", "MultiheadAttention": "attention"}
 ROLES |= {"FeedForward": "feed-forward", "SwiGLU": "feed-forward"}
 
 # %% auto #0
-__all__ = ['FONT', 'COLORS', 'ROLES', 'new_diagram', 'box_label', 'module_diagram', 'architecture_diagram', 'plot_mask']
+__all__ = ['FONT', 'COLORS', 'ROLES', 'PALETTE', 'BOOK_RC', 'new_diagram', 'box_label', 'module_diagram', 'architecture_diagram',
+           'plot_mask']
 
 # %% ../notebooks/00a_figures.ipynb #6d060aa5
 def new_diagram(title: str, *, direction: str = "BT") -> graphviz.Digraph:
@@ -212,6 +213,26 @@ def architecture_diagram(
             "probs": "P(next token) (B, T, V)",
         },
     )
+
+# %% ../notebooks/00a_figures.ipynb #00a0pal2
+# Okabe and Ito's colours, one role each, with a line style and a marker per role.
+PALETTE = {
+    "query": dict(color="#0072B2", linestyle="-", marker="o"),  # blue
+    "key": dict(color="#D55E00", linestyle="--", marker="s"),  # vermillion
+    "value": dict(color="#E69F00", linestyle=":", marker="^"),  # orange
+    "encoder": dict(color="#009E73", linestyle="-", marker="o"),  # bluish green
+    "decoder": dict(color="#CC79A7", linestyle="--", marker="s"),  # reddish purple
+    "measured": dict(color="black", linestyle="-", marker="o"),  # or the library's
+    "predicted": dict(color="#56B4E9", linestyle="--", marker="x"),  # or a reference's
+}
+BOOK_RC = {
+    "font.size": 12,
+    "axes.titlesize": 13,
+    "axes.labelsize": 12,
+    "xtick.labelsize": 11,
+    "ytick.labelsize": 11,
+    "legend.fontsize": 11,
+}
 
 # %% ../notebooks/00a_figures.ipynb #4b1f2998
 def plot_mask(

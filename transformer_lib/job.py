@@ -127,7 +127,8 @@ class RunOptions:
                 raise ValueError(f"{name} needs out, the folder of {CHECKPOINT_NAME}")
 
 # %% ../notebooks/10a_job.ipynb #e0d90612
-FREE_RECIPE_FIELDS = ("steps", "progress", "compile")  # a resumed run may change them
+# a resumed run may change them (the steps: not with the linear schedule)
+FREE_RECIPE_FIELDS = ("steps", "progress", "compile")
 
 
 def run_settings(
@@ -137,9 +138,12 @@ def run_settings(
     global_batch_size: int,
     world_size: int,
 ) -> dict:
-    """What a run computes from: the task, the model, the recipe but FREE_RECIPE_FIELDS,
-    the global batch and the world size, as {'task.name': value, ...}."""
-    kept = {k: v for k, v in asdict(recipe).items() if k not in FREE_RECIPE_FIELDS}
+    """What a run computes from: the task, the model, the recipe without
+    FREE_RECIPE_FIELDS (with the steps for the linear schedule), the global batch and
+    the world size, as {'task.name': value, ...}."""
+    linear = recipe.schedule == "linear"  # its learning rates depend on the steps
+    free = [f for f in FREE_RECIPE_FIELDS if not (linear and f == "steps")]
+    kept = {k: v for k, v in asdict(recipe).items() if k not in free}
     parts = {"task": asdict(task), "model": config.to_dict(), "recipe": kept}
     flat = {f"{p}.{k}": v for p, fields in parts.items() for k, v in fields.items()}
     return flat | {"global_batch_size": global_batch_size, "world_size": world_size}

@@ -183,7 +183,8 @@ class TrainingConfig:
             if value is None and name == "clip":
                 continue
             number = isinstance(value, Real) and not isinstance(value, bool)
-            if not number or value < 0 or (value == 0 and name != "weight_decay"):
+            finite = number and math.isfinite(value)  # NaN and inf pass `< 0`
+            if not finite or value < 0 or (value == 0 and name != "weight_decay"):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         parameter_dtype(self.precision)  # a known name
         if not isinstance(self.compile, bool):

@@ -248,7 +248,9 @@ def train(
 def exact_match(
     generated: torch.Tensor, labels: torch.Tensor, bos_id: int = 1, pad_id: int = 0
 ) -> torch.Tensor:
-    """Bool (B,): generated ids (B, 1 + n), BOS first, equal labels (B, T) up to EOS."""
+    """Bool (B,): generated ids (B, 1 + n), BOS first, equal labels (B, T).
+
+    Every position is compared, EOS and the padding after it included."""
     check_shape(generated, (labels.shape[0], None), "generated")
     if not torch.all(generated[:, 0] == bos_id):
         raise ValueError(f"generated must start with BOS ({bos_id}) in every row")

@@ -364,14 +364,11 @@ CODE_BUDGET_EXEMPT = {"notebooks/one_page.html"}
 
 
 @functools.lru_cache(maxsize=None)
-def _path_pages(toc_text: str) -> frozenset[str]:
-    toc = yaml.safe_load(toc_text)
+def learners_path() -> frozenset[str]:
+    """The pages of the table of contents' part "The learner's path"."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     path = next(p for p in toc["parts"] if p["caption"] == "The learner's path")
     return frozenset(f"{c['file']}.html" for c in path["chapters"])
-
-
-def learners_path(config: dict) -> frozenset[str]:
-    return _path_pages((ROOT / "_toc.yml").read_text())
 
 
 def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: Path) -> tuple[list[str], dict]:
@@ -403,7 +400,7 @@ def check_page(browser: Browser, base_url: str, rel: str, config: dict, shots: P
     if r["wideCode"]:
         fails.append(f"{len(r['wideCode'])} shown code blocks scroll sideways at {WIDTH} px, widest line: "
                      f"{max(r['wideCode'], key=len)!r}")
-    if rel in learners_path(config):
+    if rel in learners_path():
         if r["visibleCode"] > CODE_BUDGET and rel not in CODE_BUDGET_EXEMPT:
             fails.append(f"{r['visibleCode']} code lines shown before any fold is opened, the learner's path "
                          f"allows {CODE_BUDGET}: fold the engineering under 'Under the hood'")
@@ -771,7 +768,7 @@ def main() -> int:
     finally:
         browser.close()
         server.shutdown()
-    path = [p for p in measures if p in learners_path(config)]
+    path = [p for p in measures if p in learners_path()]
     if path:
         print(f"     the learner's path, {len(path)} pages with every fold closed: "
               f"{sum(measures[p]['proseWords'] for p in path)} words of prose, "

@@ -124,3 +124,63 @@ def test_checker_fails_a_capstone_page_without_its_demo(tmp_path):
     assert proc.returncode == 1, out
     assert "ok   notebooks/09_dates.html" in out, out
     assert "FAIL demo on notebooks/09_dates.html" in out and "no #dates-demo-input and #dates-demo-output" in out, out
+
+
+def matplotlib_png(width_in: float) -> bytes:
+    """A PNG as the book's figures are written: matplotlib at 100 dpi (the dpi is in its pHYs chunk)."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width_in, 1.5), dpi=100)
+    ax.plot([0, 1], [0, 1])
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (make browser-setup installs it)")
+def test_checker_measures_figure_text_and_formulas_at_400_px(tmp_path):
+    """At 400 px: a figure shrunk until its text is smaller than a caption fails (PNG and SVG alike),
+    a page that scrolls sideways fails, and on the learner's path a display formula wider than its
+    column fails; a figure shown at natural size in a narrow column passes."""
+    mod = load_module()
+    html = tmp_path / "html"
+    (html / "notebooks").mkdir(parents=True)
+    (html / "notebooks" / "small.png").write_bytes(matplotlib_png(3.0))   # 300 px: shown whole
+    (html / "notebooks" / "wide.png").write_bytes(matplotlib_png(9.0))    # 900 px: shrunk to ~370
+    (html / "notebooks" / "tiny.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="800pt" height="100pt" viewBox="0 0 800 100">'
+        '<text x="10" y="50" font-size="8">tiny</text></svg>')
+    (html / "notebooks" / "figure-zoom.js").write_text((ROOT / "book" / "_static" / "figure-zoom.js").read_text())
+    style = "<style>figcaption { font-size: 13px } img { max-width: 100% }</style>"
+
+    def chapter(name: str, body: str) -> str:  # a phone's viewport, as the book's pages declare it
+        return page(f"{style}{body}<a href=\"{mod.expected_colab(CONFIG, name)}\">Colab</a>"
+                    "<script src='figure-zoom.js'></script>").replace(
+            "<head>", '<head><meta name="viewport" content="width=device-width, initial-scale=1">')
+
+    (html / "notebooks" / "00_good.html").write_text(chapter("00_good", (
+        '<figure><img src="small.png" alt="a small test plot"><figcaption>A caption.</figcaption></figure>')))
+    formula = "$$" + " + ".join(f"x_{{{i}}}" for i in range(40)) + "$$"
+    (html / "notebooks" / "03_feedforward.html").write_text(chapter("03_feedforward", (
+        '<figure><img src="wide.png" alt="a wide test plot"><figcaption>A caption.</figcaption></figure>'
+        '<figure><img src="tiny.svg" alt="a test diagram"><figcaption>A caption.</figcaption></figure>'
+        f'<div class="math notranslate nohighlight">{formula}</div>'
+        '<div style="width: 900px">a wide block</div>')))
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(html), "--screenshots", str(tmp_path / "shots")],
+                          capture_output=True, text=True, timeout=180)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    narrow = out.split("pages at 400 px", 1)[1]
+    assert "notebooks/00_good.html" not in narrow, out
+    for fault in ("figure wide.png: smallest text", "smaller than a caption (13.0 px)",
+                  "figure tiny.svg: smallest text",
+                  "a display formula is", "scrolls sideways"):
+        assert fault in narrow, f"{fault!r} not reported:\n{out}"
+    wide_px = float(narrow.split("figure wide.png: smallest text ", 1)[1].split(" px", 1)[0])
+    assert 3 < wide_px < 7, out    # 10 pt at 100 dpi is 13.9 px at natural size; 900 px shrunk to ~300

@@ -51,7 +51,9 @@ def test_first_code_cell_is_default_exp_and_colab_install(path):
     assert urls == [CONFIG["repository"]["url"]], (
         f"{path.name}: installs from {urls}, but _config.yml names {CONFIG['repository']['url']}")
     # every chapter draws (graphviz, matplotlib): the library with its `book` extra
-    assert re.search(r'"transformer_lib\[book\] @ git\+', text), f"{path.name}: install transformer_lib[book]"
+    assert re.search(r'"transformer_lib\[book(,onnx)?\] @ git\+', text), f"{path.name}: install transformer_lib[book]"
+    if path.stem == "09a_deploy":  # it imports onnx and onnxruntime
+        assert '"transformer_lib[book,onnx] @ git+' in text, f"{path.name}: install the onnx extra too"
 
 
 def test_config_has_colab_button():
@@ -391,7 +393,7 @@ DISTRIBUTIONS = {"yaml": "pyyaml", "PIL": "pillow", "sklearn": "scikit-learn"}
 # What a declared dependency needs at import time without declaring it: torch's wheels do not
 # require NumPy, yet `import torch` without it warns "Failed to initialize NumPy" on stderr.
 IMPORTED_WITH = {"torch": {"numpy"}}
-BOOK_ONLY = {"figures"}  # modules of the book's extra (`pip install transformer_lib[book]`)
+BOOK_ONLY = {"figures"}  # modules of the book's extra (`pip install ".[book]"` in a clone)
 
 
 def third_party_imports(path: Path) -> tuple[set[str], set[str]]:
@@ -527,3 +529,32 @@ def test_no_backtick_fence_has_a_backtick_in_its_title(path):
         if cell["cell_type"] == "markdown":
             bad = re.findall(r"^`{3,}\{\w+\}[^\n]*`[^\n]*$", source(cell), re.M)
             assert not bad, f"{path.name}: {bad[0]!r}: write it as a :::{{...}} colon fence"
+
+
+FONT_SIZE = re.compile(r"""(?:fontsize|labelsize|["']fontsize["'])\s*[=:]\s*(["']?[\w.-]+["']?)""")
+RELATIVE_SIZES = {"xx-small": 0.579, "x-small": 0.694, "small": 0.833, "smaller": 0.833}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_figure_text_is_at_least_the_smallest_size_a_phone_can_read(path):
+    """At 400 px a figure is shown at its natural size (book/_static/wide-code.css), where its text is
+    (size in pt) x dpi / 72 px; tools/browser_test.py holds FIGURE_MIN_PT at 100 dpi to a caption's
+    size. So no matplotlib text of a chapter is set below FIGURE_MIN_PT, and neither is BOOK_RC."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from browser_test import FIGURE_MIN_PT
+
+    from transformer_lib.figures import BOOK_RC
+
+    assert min(v for k, v in BOOK_RC.items() if "size" in k) >= FIGURE_MIN_PT
+    for cell in code_cells(path):
+        for m in FONT_SIZE.finditer(source(cell)):
+            value = m.group(1).strip("\"'")
+            if value in RELATIVE_SIZES:
+                size = RELATIVE_SIZES[value] * BOOK_RC["font.size"]
+            elif re.fullmatch(r"[0-9.]+", value):
+                size = float(value)
+            else:
+                continue  # a name (a variable holding a size) or "large": checked where it is set
+            assert size >= FIGURE_MIN_PT, (
+                f"{path.name}: {m.group(0)!r} is {size:.1f} pt, below {FIGURE_MIN_PT} pt: at 400 px its "
+                "text would be smaller than a caption")

@@ -285,3 +285,31 @@ def test_the_demo_checks_as_the_library_does():
     run = subprocess.run([node, "-e", program], input=json.dumps(cases), capture_output=True, text=True,
                          encoding="utf-8", check=True, timeout=60)
     assert json.loads(run.stdout) == [date_problem(t, a) for t, a in cases]
+
+
+def test_the_front_pages_notation_table_states_the_drawn_models_sizes():
+    """book/intro.md's notation table and the sentence under it give the base model's sizes: the
+    library's defaults, and the 32,000-token vocabularies of the figure's model."""
+    import re
+    import sys
+    from pathlib import Path
+
+    from transformer_lib.config import TransformerConfig
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "tools"))
+    pytest.importorskip("yaml")
+    pytest.importorskip("graphviz")
+    from draw_front_page import base_model
+
+    config = base_model().config
+    assert config.d_model == TransformerConfig.d_model and config.nhead == TransformerConfig.nhead
+    intro = (root / "book" / "intro.md").read_text(encoding="utf-8")
+    table = {m.group(1): m.group(2) for m in re.finditer(r"^\| \$([^$]+)\$ \|[^|]*\| ([^|]*) \|$", intro, re.M)}
+    assert table["d"] == str(config.d_model) and table["H"] == str(config.nhead)
+    assert table["d_k"] == str(config.d_model // config.nhead)
+    assert table["d_{ff}"] == str(config.dim_feedforward)
+    assert table["V"] == f"{config.src_vocab_size} each" and config.src_vocab_size == config.tgt_vocab_size
+    assert table["N"] == f"{config.num_encoder_layers} each" == f"{config.num_decoder_layers} each"
+    assert (f"has {config.src_vocab_size} tokens in each vocabulary" in intro
+            and f"and {config.num_encoder_layers} layers in each stack" in intro.replace("\n", " "))

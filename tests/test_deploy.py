@@ -1,6 +1,6 @@
 """The ONNX export of chapter 9a: onnxruntime decodes exactly like `generation.greedy`; bad input; the demo files.
 
-Skipped where onnxruntime is not installed (it is the optional extra `transformer_lib[onnx]`).
+Skipped where onnxruntime is not installed (it is the optional extra `onnx`: `pip install ".[onnx]"` in a clone).
 """
 from __future__ import annotations
 

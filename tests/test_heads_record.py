@@ -55,3 +55,12 @@ def test_the_record_is_small_and_as_the_script_writes_it():
     text = record_heads.RECORD.read_text(encoding="utf-8")
     assert len(text.encode()) < 12_000
     assert text == record_heads.dumps(json.loads(text)) + "\n"
+
+
+def test_the_recorded_layer_is_the_last_decoder_layer():
+    """Chapters 2 and 2a say the heads drawn are those of the model's last layer."""
+    from transformer_lib.dates import pretrained
+
+    layers = len(pretrained("cpu").model.decoder.layers)
+    stored = json.loads(record_heads.RECORD.read_text(encoding="utf-8"))
+    assert stored["settings"]["layer"] == f"decoder.layers[{layers - 1}].cross_attn"

@@ -31,9 +31,12 @@ reason word for word. Until the model is ready the box must say "Loading…". Wi
 from the page, the demo must say so. The time from the page's load to the first answer is measured and printed, not asserted;
 screenshots ``09_dates-demo.png`` and ``09_dates-demo-no-wasm.png``.
 
-At 400 px (a phone), the front page and chapters 2, 5c and 9 are loaded again: every figure and the
-demo (after it has answered a date, with its heatmap) must fit inside the window; screenshots
-``<page>-400.png``, ``<page>-figure-400.png`` and ``09_dates-demo-400.png``.
+At 400 px (a phone), every page is loaded again: it must not scroll sideways; every figure's
+smallest text, as shown, must be at least a caption's font size (an SVG's font sizes are read from
+the file against its viewBox; a PNG's smallest text is ``FIGURE_MIN_PT`` at the dpi in its pHYs
+chunk); on the learner's path and the front page every display formula fits its column; the demo
+(after it has answered a date, with its heatmap) fits the window. Screenshots ``<page>-400.png``,
+``<page>-figure-400.png`` (front page, chapters 2, 5c and 9) and ``09_dates-demo-400.png``.
 
 The pages are served over HTTP from a local server. The browser has no network: the page's
 MathJax script (``https://cdn.jsdelivr.net/npm/mathjax@3/...``) and the fonts it loads are
@@ -630,30 +633,96 @@ def check_dates_demo(browser: Browser, base_url: str, shots: Path) -> tuple[list
 
 
 NARROW = 400
-NARROW_PAGES = ["book/intro.html", "notebooks/02_attention.html", "notebooks/05c_model.html", DEMO_PAGE]
+NARROW_SHOTS = ["book/intro.html", "notebooks/02_attention.html", "notebooks/05c_model.html", DEMO_PAGE]
+# The smallest text a figure may have: every matplotlib text of the book is at least this size
+# (BOOK_RC's smallest is 11 pt; tests/test_contract.py fails on a smaller `fontsize=` in a
+# notebook), so a PNG figure's smallest text is at least FIGURE_MIN_PT * dpi / 72 px at natural size.
+FIGURE_MIN_PT = 10
 
-# At a phone's width: every figure and the demo (box, answer, heatmap) fit inside the window.
+# At a phone's width: the page never scrolls sideways; each figure is reported with its shown and
+# natural widths (its smallest text is computed from its file), each display formula with its width
+# against the column's, and the caption's font size.
 NARROW_JS = r"""
 (() => {
-  const w = window.innerWidth, article = document.querySelector('article') || document.body;
+  const w = document.documentElement.clientWidth, article = document.querySelector('article') || document.body;
   const over = el => el.getBoundingClientRect().right > w + 1 || el.getBoundingClientRect().left < -1;
-  const figures = [...article.querySelectorAll('img')];
+  const figures = [...article.querySelectorAll('img')].map(img => ({
+    src: new URL(img.currentSrc || img.src).pathname, shown: img.getBoundingClientRect().width,
+    natural: img.naturalWidth}));
+  const formulas = [...article.querySelectorAll('mjx-container[display="true"]')].map(m => ({
+    width: (m.firstElementChild || m).getBoundingClientRect().width,
+    column: m.parentElement.getBoundingClientRect().width,
+    text: (m.getAttribute('aria-label') || m.textContent).slice(0, 60)})).filter(f => f.width > f.column + 1);
+  const caption = article.querySelector('figcaption');
   const demo = ['dates-demo', 'dates-demo-input', 'dates-demo-output', 'dates-demo-heatmap']
     .map(id => document.getElementById(id)).filter(el => el && !el.hidden);
-  return {width: w, nFigures: figures.length,
-          overflowing: [...figures, ...demo].filter(over).map(el => el.id || (el.getAttribute('src') || '').split('/').pop())};
+  return {width: w, figures, formulas, pageWidth: document.documentElement.scrollWidth,
+          captionPx: caption ? parseFloat(getComputedStyle(caption).fontSize) : null,
+          overflowing: demo.filter(over).map(el => el.id)};
 })()
 """
 
+SVG_FONT = re.compile(r'font-size(?:="|:\s*)([0-9.]+)')
+SVG_VIEWBOX = re.compile(r'viewBox="[-0-9.]+[ ,]+[-0-9.]+[ ,]+([0-9.]+)')
 
-def check_narrow(browser: Browser, base_url: str, shots: Path, pages: list[str]) -> tuple[list[str], list[str]]:
-    """A few pages at 400 px: figures and the demo (after one answer) fit; screenshots `<page>-400.png`."""
+
+def smallest_text_px(path: Path, shown: float, natural: float) -> float | None:
+    """A figure's smallest text, in CSS px, as shown `shown` px wide (None: not a book figure).
+
+    An SVG (Graphviz) states its font sizes in the units of its viewBox; a PNG (matplotlib) states
+    its dpi in its pHYs chunk, and its smallest text is FIGURE_MIN_PT at that dpi."""
+    data = path.read_bytes()
+    if path.suffix == ".svg":
+        text = data.decode("utf-8", "replace")
+        sizes, box = [float(x) for x in SVG_FONT.findall(text)], SVG_VIEWBOX.search(text)
+        return min(sizes) * shown / float(box.group(1)) if sizes and box else None
+    at = data.find(b"pHYs")
+    if path.suffix != ".png" or at < 0 or natural <= 0:
+        return None
+    per_metre, unit = int.from_bytes(data[at + 4:at + 8], "big"), data[at + 12]
+    if unit != 1:
+        return None
+    return FIGURE_MIN_PT * (per_metre * 0.0254) / 72 * shown / natural
+
+
+def narrow_failures(rel: str, r: dict, html: Path) -> tuple[list[str], float]:
+    """What a phone shows wrong on one page; and the page's smallest figure text (px)."""
+    fails, smallest = [], float("inf")
+    if r["pageWidth"] > r["width"] + 1:
+        fails.append(f"the page is {r['pageWidth']} px wide in a {r['width']} px window (it scrolls sideways)")
+    if r["overflowing"]:
+        fails.append(f"wider than the window: {', '.join(r['overflowing'])}")
+    caption = r["captionPx"] or 16.0
+    for f in r["figures"]:
+        path = html / f["src"].lstrip("/")
+        if not f["natural"] or not path.is_file():
+            continue                     # an image that did not load: the page's check reports it
+        px = smallest_text_px(path, f["shown"], f["natural"])
+        if px is None:
+            fails.append(f"figure {Path(f['src']).name}: its text size cannot be read (not a book SVG or PNG)")
+            continue
+        smallest = min(smallest, px)
+        if px < caption - 0.5:
+            fails.append(f"figure {Path(f['src']).name}: smallest text {px:.1f} px, smaller than a caption "
+                         f"({caption:.1f} px), shown {f['shown']:.0f} of {f['natural']} px")
+    if rel in learners_path() | {"book/intro.html"}:
+        for f in r["formulas"]:
+            fails.append(f"a display formula is {f['width']:.0f} px wide in a {f['column']:.0f} px column: "
+                         f"{f['text']!r}")
+    return fails, smallest
+
+
+def check_narrow(browser: Browser, base_url: str, shots: Path, pages: list[str],
+                 html: Path) -> tuple[list[str], list[str]]:
+    """Every page at 400 px: no sideways scroll; every figure's text at least a caption's size; the
+    learner's path's display formulas fit; the demo (after one answer) fits. Screenshots
+    `<page>-400.png` of a few pages."""
     def evaluate(expression: str, timeout: float = PAGE_TIMEOUT_S):
         res = browser.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
                                                 "returnByValue": True}, timeout=timeout)
         return res["result"].get("value")
 
-    fails, lines = [], []
+    fails, lines, n_figures, smallest = [], [], 0, float("inf")
     browser.call("Emulation.setDeviceMetricsOverride",
                  {"width": NARROW, "height": 860, "deviceScaleFactor": 1, "mobile": True})
     try:
@@ -663,10 +732,11 @@ def check_narrow(browser: Browser, base_url: str, shots: Path, pages: list[str])
             browser.wait_event("Page.loadEventFired", PAGE_TIMEOUT_S)
             evaluate(CHECK_JS % {"ms": 15000})                 # wait for MathJax and the images
             name = Path(rel).stem
-            browser.screenshot(shots / f"{name}-{NARROW}.png")
-            if evaluate("(() => { const i = document.querySelector('article img'); if (!i) return false;"
-                        " i.scrollIntoView({block: 'center'}); return true; })()"):
-                browser.screenshot(shots / f"{name}-figure-{NARROW}.png")
+            if rel in NARROW_SHOTS:
+                browser.screenshot(shots / f"{name}-{NARROW}.png")
+                if evaluate("(() => { const i = document.querySelector('article img'); if (!i) return false;"
+                            " i.scrollIntoView({block: 'center'}); return true; })()"):
+                    browser.screenshot(shots / f"{name}-figure-{NARROW}.png")
             if rel == DEMO_PAGE and not evaluate("!!document.getElementById('dates-demo-input')"):
                 fails.append(f"{rel} at {NARROW} px: no demo")
             elif rel == DEMO_PAGE:
@@ -682,13 +752,15 @@ def check_narrow(browser: Browser, base_url: str, shots: Path, pages: list[str])
                 evaluate("document.getElementById('dates-demo').scrollIntoView({block: 'start'})")
                 browser.screenshot(shots / f"{name}-demo-{NARROW}.png")
             r = evaluate(NARROW_JS)
-            if r["overflowing"]:
-                fails.append(f"{rel} at {r['width']} px: wider than the window: {', '.join(r['overflowing'][:5])}")
+            page_fails, page_smallest = narrow_failures(rel, r, html)
+            fails += [f"{rel} at {r['width']} px: {f}" for f in page_fails]
             fails += [f"{rel} at {NARROW} px: {e}" for e in js_errors(browser.events)]
-            lines.append(f"{rel}: {r['nFigures']} figures fit at {r['width']} px")
+            n_figures += len(r["figures"])
+            smallest = min(smallest, page_smallest)
     finally:
         browser.call("Emulation.setDeviceMetricsOverride",
                      {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+    lines.append(f"{n_figures} figures on {len(pages)} pages: smallest figure text {smallest:.1f} px")
     return fails, lines
 
 
@@ -758,13 +830,12 @@ def main() -> int:
                               lambda: "answers equal PyTorch's, bad input refused, no-WebAssembly message shown")
             for line in lines:
                 print(f"     {line}")
-        narrow = [p for p in NARROW_PAGES if p in pages]
-        if narrow:
-            (fails, lines), dt = _timed(lambda: check_narrow(browser, base_url, shots, narrow), [])
-            failed += _report(f"{len(narrow)} pages at {NARROW} px", fails, dt,
-                              lambda: "figures and the demo fit the window")
-            for line in lines:
-                print(f"     {line}")
+        (fails, lines), dt = _timed(lambda: check_narrow(browser, base_url, shots, pages, html), [])
+        failed += _report(f"{len(pages)} pages at {NARROW} px", fails, dt,
+                          lambda: "no page scrolls sideways, figure text at least a caption's size, "
+                                  "the learner's path's formulas fit, the demo fits")
+        for line in lines:
+            print(f"     {line}")
     finally:
         browser.close()
         server.shutdown()

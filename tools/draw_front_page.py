@@ -14,8 +14,9 @@ Writes into ``_build/demo/figures/`` (default), which Sphinx copies to ``_static
 * ``dates.md``: three test dates of chapter 9 (the test set that the shipped model's record names),
   in three languages, with what ``transformer_lib.dates.pretrained()`` answers; the script stops
   if an answer is not the true date.
-* ``install.md``: the ``pip install`` commands, from ``repository.url`` in _config.yml (the URL
-  that the chapters' Colab cells install from), and a call of the shipped model with its answer.
+* ``install.md``: the ``pip install`` commands: from a clone, and from ``repository.url`` in
+  _config.yml (the URL that the chapters' Colab cells install from, once the repository is
+  published there), and a call of the shipped model with its answer.
 """
 from __future__ import annotations
 
@@ -158,9 +159,11 @@ def architecture(model: Transformer):
         below = f"{embed}.position"  # each sublayer's input, which its Add & Norm adds back
         for (sub, _, _), (norm, _, _) in zip(subs[::2], subs[1::2]):
             queries = stack_name == "decoder" and sub == "cross_attn"
-            dot.edge(below, f"{stack_name}.{sub}", **({"label": " queries"} if queries else {}))
-            dot.edge(f"{stack_name}.{sub}", f"{stack_name}.{norm}")
-            dot.edge(below, f"{stack_name}.{norm}", style="dashed", arrowhead="none")  # the residual
+            # Heavy main edges keep each column straight; the residual (dashed) weighs nothing, so
+            # that it does not pull the embeddings sideways and widen the drawing.
+            dot.edge(below, f"{stack_name}.{sub}", weight="10", **({"label": " queries"} if queries else {}))
+            dot.edge(f"{stack_name}.{sub}", f"{stack_name}.{norm}", weight="10")
+            dot.edge(below, f"{stack_name}.{norm}", style="dashed", arrowhead="none", weight="0")  # the residual
             below = f"{stack_name}.{norm}"
         inside = "; ".join(f"{text.replace(chr(10), ' ')} ({child})" for child, text, _ in subs)
         said.append(
@@ -170,25 +173,35 @@ def architecture(model: Transformer):
             f"that holds one layer's sublayers, bottom to top: {inside}."
         )
 
-    # The memory enters the decoder from the side: it does not push the cross-attention up a rank.
+    # The memory rises from the encoder's last Add & Norm to its name, above the encoder's frame
+    # (where the drawing has room: a label between the frames would widen it), and enters the
+    # cross-attention from the side. Both stacks start on the same rank.
+    with dot.subgraph() as inputs:
+        inputs.attr(rank="same")
+        inputs.node("encoder_in")
+        inputs.node("decoder_in")
     top = f"encoder.{COLUMNS['encoder']['sublayers'][-1][0]}"
-    dot.edge(top, "decoder.cross_attn", constraint="false", headlabel="memory\n(B, S, d)",
-             labelangle="-35", labeldistance="4.5", labelfontsize="11")
+    dot.node("memory", _label("memory", "(B, S, d)"), shape="plaintext", style="", width="0", height="0")
+    dot.edge("encoder_title", "memory", style="invis", weight="10")
+    dot.edge(top, "memory", weight="0", headport="s")
+    dot.edge("decoder.cross_attn", "memory", dir="back", weight="0", tailport="w", headport="e")
     dot.node("output", _label("Linear", "output"))
     dot.node("softmax", "Softmax", style="dashed,rounded", width="1.4")
     dot.node("probs", _label("Output probabilities", "(B, T, V)"), shape="plaintext", style="", width="0",
              height="0")
     top = f"decoder.{COLUMNS['decoder']['sublayers'][-1][0]}"
-    dot.edges([(top, "output"), ("output", "softmax"), ("softmax", "probs")])
-    dot.edge("decoder_title", "output", style="invis")  # Linear above the frame, not beside its title
+    dot.edge(top, "output", weight="0")
+    dot.edges([("output", "softmax"), ("softmax", "probs")])
+    dot.edge("decoder_title", "output", style="invis", weight="10")  # Linear above the frame and its title
     alt = " ".join([
         f"A diagram, read from bottom to top, titled The Transformer, base model, {sizes}.",
         *said,
         "Above the decoder's frame: Linear (output), then a dashed box Softmax, then Output probabilities (B, T, V).",
         "A dashed line joins each sublayer's input to its Add & Norm.",
         (
-            "An arrow labelled memory (B, S, d) goes from the encoder's last Add & Norm into the decoder's "
-            "second multi-head attention (cross_attn), whose input from below is labelled queries."
+            "An arrow goes from the encoder's last Add & Norm up to memory (B, S, d), written above the "
+            "encoder's frame, and from there an arrow goes into the decoder's second multi-head attention "
+            "(cross_attn), whose input from below is labelled queries."
         ),
         (
             f"Attention boxes are {FILL_WORDS['attention']}, feed-forward boxes "
@@ -219,7 +232,10 @@ def centred_svg(diagram) -> bytes:
     return svg.encode()
 
 
-def figure_html(model: Transformer, alt: str) -> str:
+def figure_html(model: Transformer, alt: str, svg: bytes) -> str:
+    """The figure's HTML: shown at its natural size, a point being 4/3 px (at most the column's
+    width above 720 px; on a phone it keeps its size and scrolls sideways, book/_static/wide-code.css)."""
+    width = round(float(re.search(rb'<svg width="([0-9.]+)pt"', svg).group(1)) * 4 / 3)  # pt -> CSS px
     layers = {len(model.encoder.layers), len(model.decoder.layers)}
     if len(layers) != 1:
         raise ValueError(f"the caption says that both stacks have as many layers; they have {layers}")
@@ -234,7 +250,7 @@ def figure_html(model: Transformer, alt: str) -> str:
     )
     return (
         '<figure id="fig-front-architecture">\n'
-        '<img src="../_static/figures/architecture.svg" width="480" style="max-width: 100%; height: auto"\n'
+        f'<img src="../_static/figures/architecture.svg" width="{width}" style="height: auto"\n'
         f' alt="{html.escape(alt)}">\n'
         f"<figcaption>{caption}</figcaption>\n"
         "</figure>\n"
@@ -267,10 +283,15 @@ def install_md(example: tuple[str, str]) -> str:
     url = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"].rstrip("/")
     call = f"translate({json.dumps(example[0], ensure_ascii=False)})"
     return (
+        "In a clone of the book's repository:\n\n"
+        "```bash\n"
+        "pip install .           # the library\n"
+        'pip install ".[onnx]"   # with onnx and onnxruntime, for chapter 9a\n'
+        "```\n\n"
+        f"Once the repository is published at <{url}>, this will install it without a clone:\n\n"
         "```bash\n"
         f'pip install "transformer_lib @ git+{url}"\n'
         "```\n\n"
-        "or, in a clone of that repository, `pip install -e .`.\n\n"
         "```python\n"
         "from transformer_lib.dates import pretrained\n\n"
         "translate = pretrained()  # the date model, shipped with the library\n"
@@ -284,8 +305,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     model = base_model()
     diagram, alt = architecture(model)
-    (out / "architecture.svg").write_bytes(centred_svg(diagram))
-    (out / "architecture.md").write_text(figure_html(model, alt), encoding="utf-8")
+    svg = centred_svg(diagram)
+    (out / "architecture.svg").write_bytes(svg)
+    (out / "architecture.md").write_text(figure_html(model, alt, svg), encoding="utf-8")
     dates, example = dates_md(pretrained("cpu"))
     (out / "dates.md").write_text(dates, encoding="utf-8")
     (out / "install.md").write_text(install_md(example), encoding="utf-8")

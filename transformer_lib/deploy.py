@@ -161,8 +161,9 @@ class OnnxGreedy:
             import onnxruntime as ort
         except ImportError as err:
             raise ImportError(
-                f"{err.name} is missing: running the exported graphs needs the extra "
-                "`pip install 'transformer_lib[onnx]'`"
+                f"{err.name} is missing: running the exported graphs needs the "
+                "library's extra `onnx` (in a clone of its repository: "
+                "`pip install '.[onnx]'`)"
             ) from None
         folder = Path(folder)
         names = ("encoder.onnx", "decoder_step.onnx", "config.json")

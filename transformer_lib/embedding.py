@@ -87,8 +87,9 @@ class TokenEmbedding(nn.Module):
                 self.embedding.weight[self.padding_idx].zero_()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Its check of the ids reads their min and max (a host sync); a model that owns
-        this embedding checks them once itself and builds it with `validate=False`."""
+        """Its check of the ids reads their min and max (a host sync on a GPU); a
+        model that owns this embedding checks them once itself and builds it with
+        `validate=False`."""
         if self.validate:
             check_token_ids(tokens, self.vocab_size)
         return self.embedding(tokens) * self.scale  # (B, S, d)
@@ -248,8 +249,8 @@ class TransformerEmbedding(nn.Module):
         positional: "sinusoidal" (the paper's fixed table P), "learned" (a trainable
             table), or "rope": no table is added here; the self-attention layers rotate
             their queries and keys instead (`RotaryEmbedding`).
-        validate: check the ids and the length at every call (a host sync); False
-            inside a model, which checks them once.
+        validate: check the ids and the length at every call (a host sync on a
+            GPU); False inside a model, which checks them once.
     """
 
     def __init__(
@@ -282,7 +283,7 @@ class TransformerEmbedding(nn.Module):
         self.validate = bool(validate)
 
     def check_inputs(self, tokens: torch.Tensor, start: int | torch.Tensor = 0) -> None:
-        check_token_ids(tokens, self.token.vocab_size)  # a host sync
+        check_token_ids(tokens, self.token.vocab_size)  # a host sync on a GPU
         name = "sequence length (tokens.shape[1])"
         _check_length(tokens.shape[1], start, self.max_len, name)
 

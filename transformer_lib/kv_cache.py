@@ -79,7 +79,7 @@ def decode_step(
     model: Transformer, tokens: Tensor, cache: DecodingCache, validate: bool = True
 ) -> Tensor:
     """Logits of the token after `tokens` (the newest per row); `cache` grows by their
-    position, in place. `validate=False` skips the ids' check (a host sync).
+    position, in place. `validate=False` skips the ids' check (a host sync on a GPU).
 
     Shape:
         tokens (B, 1) -> logits (B, V).

@@ -119,7 +119,7 @@ class Transformer(nn.Module):
 
         Args:
             src: source ids, right-padded.
-            validate: check the ids (a host sync).
+            validate: check the ids (a host sync on a GPU).
             padding: `padding.src=False`: `src` holds no PAD, no mask is applied.
 
         Returns:
@@ -149,7 +149,8 @@ class Transformer(nn.Module):
                 the memory's keys and values and its padding.
             cache: the positions decoded so far (chapter 5d's `DecoderCache`, 7a's
                 preallocated one): `tgt_in` goes at `cache.position`; updated in place.
-            validate: check the ids (a host sync); False for tokens a loop chose.
+            validate: check the ids (a host sync on a GPU); False for tokens a loop
+                chose.
             padding: as for `encode`; `padding.tgt=False` without a cache: causal flag.
 
         Shape:
@@ -201,7 +202,8 @@ class Transformer(nn.Module):
         Args:
             src: source ids (B, S), right-padded.
             tgt_in: target ids shifted right (BOS first), right-padded.
-            validate: run `check_inputs` (a host sync), which also finds `padding`.
+            validate: run `check_inputs` (a host sync on a GPU), which also finds
+                `padding`.
                 Under `torch.compile` it is skipped: an id out of range then fails
                 in the embedding (eager: `IndexError`; compiled: the generated
                 kernel's error, or, expected on CUDA, a device-side assert).

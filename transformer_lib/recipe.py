@@ -185,7 +185,8 @@ class TrainingConfig:
             number = isinstance(value, Real) and not isinstance(value, bool)
             finite = number and math.isfinite(value)  # NaN and inf pass `< 0`
             if not finite or value < 0 or (value == 0 and name != "weight_decay"):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+                sign = "non-negative" if name == "weight_decay" else "positive"
+                raise ValueError(f"{name} must be a {sign} number, got {value!r}")
         parameter_dtype(self.precision)  # a known name
         if not isinstance(self.compile, bool):
             raise TypeError(f"compile must be a bool, got {self.compile!r}")
